@@ -1,0 +1,48 @@
+"""The Jobconsole queue engine: Redis and the standard library only, no Django.
+
+Django code (models, admin, views, management commands) is a thin layer over this package.
+"""
+
+from jobconsole.core.client import Client, EnqueueResult, JobSpec
+from jobconsole.core.context import JobContext
+from jobconsole.core.errors import (
+    Cancelled,
+    DuplicateJob,
+    InvalidJob,
+    JobNotFound,
+    JobQueueError,
+    JobStateConflict,
+    PermanentError,
+    Retry,
+    TaskTimeout,
+    UnknownTask,
+)
+from jobconsole.core.job import Attempt, Job
+from jobconsole.core.states import JobState
+from jobconsole.core.tasks import Task, TaskRegistry, default_registry, task
+from jobconsole.core.worker import Worker
+
+__all__ = [
+    "Attempt",
+    "Cancelled",
+    "Client",
+    "DuplicateJob",
+    "EnqueueResult",
+    "InvalidJob",
+    "Job",
+    "JobContext",
+    "JobNotFound",
+    "JobQueueError",
+    "JobSpec",
+    "JobState",
+    "JobStateConflict",
+    "PermanentError",
+    "Retry",
+    "Task",
+    "TaskRegistry",
+    "TaskTimeout",
+    "UnknownTask",
+    "Worker",
+    "default_registry",
+    "task",
+]

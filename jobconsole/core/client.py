@@ -1,0 +1,289 @@
+"""The producer and operator side of the engine: enqueue, inspect, cancel, requeue, pause."""
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from jobconsole.core import keys, scripts
+from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, UnknownTask
+from jobconsole.core.ids import check_job_id, new_job_id
+from jobconsole.core.job import Job
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.priority import parse_priority
+from jobconsole.core.states import JobState
+from jobconsole.core.tasks import DeadLetterPolicy, TaskRegistry, default_registry
+
+MAX_PARAMS_BYTES = 1_000_000
+MAX_UNIQUE_KEY = 200
+MAX_DELAY_SECONDS = 5 * 365 * 86400  # run_at/delay further out than this is almost surely a mistake
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One job to enqueue (for `Client.enqueue_many`; `Client.enqueue` takes the same fields)."""
+
+    task: str
+    params: dict[str, Any] | None = None
+    id: str | None = None
+    queue: str | None = None
+    priority: int | str | None = None
+    delay: float | None = None  # seconds
+    run_at: datetime | None = None  # timezone-aware
+    max_retries: int | None = None
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    id: str
+    queue: str
+    state: JobState
+    status: str  # 'created', 'exists' (same id seen before: idempotent) or 'duplicate' (unique key held)
+
+    @property
+    def created(self) -> bool:
+        return self.status == "created"
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    queue: str
+    args: list[scripts.Arg] = field(default_factory=list)
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    queue: str
+    paused: bool
+    queued: int
+    scheduled: int
+    running: int
+    completed: int
+    failed: int
+    dead: int
+    dropped: int
+    cancelled: int
+
+
+class Client:
+    """Talks to Redis for producers and operators. Thread-safe (redis-py's pool)."""
+
+    def __init__(
+        self,
+        connection: "redis.Redis",
+        registry: TaskRegistry | None = None,
+        *,
+        strict: bool = True,
+        events_maxlen: int = 100_000,
+        finished_ttl: float = 86_400.0,
+    ) -> None:
+        self.redis = connection
+        self.registry = registry if registry is not None else default_registry
+        self.strict = strict  # refuse task names this process has not registered
+        self.events_maxlen = events_maxlen
+        self.finished_ttl_ms = int(finished_ttl * 1000)
+        self._known_queues: set[str] = set()
+
+    # --- enqueue ----------------------------------------------------------------------------------
+
+    def enqueue(self, task: str, params: dict[str, Any] | None = None, **options: Any) -> EnqueueResult:
+        """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
+        return self.enqueue_many([JobSpec(task=task, params=params, **options)])[0]
+
+    def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
+        """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent."""
+        prepared = [self._prepare(spec) for spec in specs]
+        results: list[EnqueueResult] = []
+        for start in range(0, len(prepared), batch_size):
+            results.extend(self._send(prepared[start : start + batch_size]))
+        return results
+
+    def _prepare(self, spec: JobSpec) -> _Prepared:
+        task = self.registry.find(spec.task)
+        if task is None and self.strict:
+            raise UnknownTask(f"unknown task {spec.task!r}")
+        params = spec.params if spec.params is not None else {}
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise InvalidJob("params must be a JSON object with string keys")
+        try:
+            params_json = json.dumps(params, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidJob(f"params must be JSON (no NaN/Infinity, no objects): {exc}") from None
+        if len(params_json) > MAX_PARAMS_BYTES:
+            raise InvalidJob(f"params are {len(params_json)} bytes; the limit is {MAX_PARAMS_BYTES}")
+        if task is not None:
+            task.validate_params(params)
+        queue = spec.queue or (task.queue if task else spec.task)
+        if not keys.NAME_PATTERN.match(queue):
+            raise InvalidJob(f"invalid queue name {queue!r}")
+        job_id = check_job_id(spec.id) if spec.id is not None else new_job_id()
+        priority = parse_priority(spec.priority if spec.priority is not None else (task.priority if task else 0))
+        max_retries = spec.max_retries if spec.max_retries is not None else (task.max_retries if task else 3)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1000:
+            raise InvalidJob(f"max_retries must be an integer from 0 to 1000; got {max_retries!r}")
+        delay_ms, run_at_ms = _timing(spec.delay, spec.run_at)
+        unique_key = spec.unique_key or ""
+        if len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key):
+            raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
+        fields: list[scripts.Arg] = [
+            "task", spec.task,
+            "queue", queue,
+            "params", params_json,
+            "max_retries", max_retries,
+            "version", task.version if task else 1,
+            "lease_ms", int((task.visibility_timeout if task else 30.0) * 1000),
+            "timeout_ms", int((task.timeout or 0) * 1000) if task else 0,
+            "dead_letter", str(task.dead_letter_policy if task else DeadLetterPolicy.SAVE),
+        ]  # fmt: skip
+        args: list[scripts.Arg] = [job_id, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2, *fields]
+        return _Prepared(queue=queue, args=args, id=job_id)
+
+    def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
+        by_queue: dict[str, list[_Prepared]] = {}
+        for p in batch:
+            by_queue.setdefault(p.queue, []).append(p)
+        calls: list[scripts.Call] = []
+        for queue, items in by_queue.items():
+            k = queue_keys(queue)
+            args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(items)]
+            for p in items:
+                args.extend(p.args)
+            calls.append(("enqueue", [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats], args))
+        new_queues = set(by_queue) - self._known_queues
+        if new_queues:
+            # Registered before the jobs so the recoverer and the console always see the queue.
+            self.redis.sadd(keys.QUEUES, *new_queues)
+            self._known_queues |= new_queues
+        replies = scripts.run_many(self.redis, calls)
+        found: dict[str, EnqueueResult] = {}
+        for (queue, items), reply in zip(by_queue.items(), replies, strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            for p, (job_id, status, state) in zip(items, reply, strict=True):
+                found[p.id] = EnqueueResult(id=job_id, queue=queue, state=JobState(state), status=status)
+        return [found[p.id] for p in batch]
+
+    # --- inspect ----------------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        return sorted(self.redis.smembers(keys.QUEUES))
+
+    def locate(self, job_id: str) -> str:
+        """The queue holding a job (ids are unique across queues in practice; the first match wins)."""
+        queues = self.queues()
+        pipe = self.redis.pipeline(transaction=False)
+        for q in queues:
+            pipe.exists(queue_keys(q).job(job_id))
+        for q, exists in zip(queues, pipe.execute(), strict=True):
+            if exists:
+                return q
+        raise JobNotFound(f"no job {job_id}")
+
+    def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
+        k = queue_keys(queue or self.locate(job_id))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(k.job(job_id))
+        pipe.lrange(k.attempts(job_id), 0, -1) if history else pipe.echo("")
+        h, attempts = pipe.execute()
+        if not h:
+            raise JobNotFound(f"no job {job_id}")
+        return Job.from_hash(h, attempts if history else None)
+
+    def counts(self, queue: str) -> QueueCounts:
+        k = queue_keys(queue)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(k.paused)
+        for key in (k.ready, k.scheduled, k.active, k.completed, k.failed, k.dead, k.dropped, k.cancelled):
+            pipe.zcard(key)
+        paused, *n = pipe.execute()
+        return QueueCounts(queue, bool(paused), *n)
+
+    def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
+        """Ids in one state, oldest first (running: by lease deadline; queued: in claim order)."""
+        k = queue_keys(queue)
+        key = {
+            JobState.QUEUED: k.ready,
+            JobState.SCHEDULED: k.scheduled,
+            JobState.RETRYING: k.scheduled,
+            JobState.RUNNING: k.active,
+            **{JobState(name): key for name, key in k.terminal_sets.items()},
+        }[state]
+        return list(self.redis.zrange(key, 0, limit - 1))
+
+    # --- operate ----------------------------------------------------------------------------------
+
+    def cancel(self, job_id: str, queue: str | None = None) -> str:
+        """Cancel a waiting job ('cancelled') or ask a running one to stop ('requested')."""
+        k = queue_keys(queue or self.locate(job_id))
+        outcome = scripts.run(
+            self.redis, "cancel", [k.ready, k.scheduled, k.cancelled, k.unique, k.events],
+            [k.job_prefix, self.events_maxlen, self.finished_ttl_ms, job_id],
+        )  # fmt: skip
+        return self._outcome(job_id, outcome, ("cancelled", "requested"), "cancel")
+
+    def requeue(self, job_id: str, queue: str | None = None, *, reset_attempts: bool = False) -> None:
+        """Run a waiting job now, or bring back a dead, failed, dropped or cancelled job (history kept)."""
+        k = queue_keys(queue or self.locate(job_id))
+        outcome = scripts.run(
+            self.redis, "requeue",
+            [k.ready, k.scheduled, k.dead, k.failed, k.dropped, k.cancelled, k.unique, k.events, k.wake, k.seq],
+            [k.job_prefix, self.events_maxlen, job_id, int(reset_attempts)],
+        )  # fmt: skip
+        self._outcome(job_id, outcome, ("queued",), "requeue")
+
+    def delete(self, job_id: str, queue: str | None = None) -> None:
+        """Delete a job that is not running, with its history."""
+        k = queue_keys(queue or self.locate(job_id))
+        outcome = scripts.run(
+            self.redis, "delete",
+            [k.ready, k.scheduled, k.completed, k.failed, k.dead, k.dropped, k.cancelled, k.unique, k.events],
+            [k.job_prefix, self.events_maxlen, job_id],
+        )  # fmt: skip
+        self._outcome(job_id, outcome, ("deleted",), "delete")
+
+    def pause(self, queue: str) -> bool:
+        return self._set_paused(queue, True)
+
+    def resume(self, queue: str) -> bool:
+        return self._set_paused(queue, False)
+
+    def _set_paused(self, queue: str, paused: bool) -> bool:
+        k = queue_keys(queue)
+        self.redis.sadd(keys.QUEUES, queue)
+        return bool(
+            scripts.run(self.redis, "set_paused", [k.paused, k.events, k.wake], [self.events_maxlen, int(paused)])
+        )
+
+    @staticmethod
+    def _outcome(job_id: str, outcome: str, ok: tuple[str, ...], operation: str) -> str:
+        if outcome in ok:
+            return outcome
+        if outcome == "missing":
+            raise JobNotFound(f"no job {job_id}")
+        raise JobStateConflict(job_id, outcome, operation)
+
+
+def _timing(delay: float | None, run_at: datetime | None) -> tuple[scripts.Arg, scripts.Arg]:
+    """(delay_ms, run_at_ms) script arguments, '' where unset. Redis adds its own clock to the delay."""
+    if delay is not None and run_at is not None:
+        raise InvalidJob("give delay or run_at, not both")
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
+            raise InvalidJob(f"delay must be a number of seconds; got {delay!r}")
+        if not 0 <= delay <= MAX_DELAY_SECONDS:
+            raise InvalidJob(f"delay must be between 0 and {MAX_DELAY_SECONDS} seconds; got {delay}")
+        return int(delay * 1000), ""
+    if run_at is not None:
+        if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+            raise InvalidJob("run_at must be a timezone-aware datetime")
+        ms = int(run_at.timestamp() * 1000)
+        if ms > (datetime.now().timestamp() + MAX_DELAY_SECONDS) * 1000:
+            raise InvalidJob("run_at is too far in the future")
+        return "", ms  # a past run_at runs at once
+    return "", ""

@@ -1,0 +1,92 @@
+"""Every Redis key the engine uses, named in this one module.
+
+Per-queue keys carry the hash tag ``{q:<queue>}`` so that every key one script touches lives in one
+Redis Cluster slot; job keys are ``<prefix>{q:<queue>}:job:<id>`` for the same reason, which is why
+scripts may build a job key from the declared job-key prefix and an id.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+PREFIX = "jc"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+
+# Global keys: each group has its own hash tag (one slot per group).
+QUEUES = f"{PREFIX}:{{meta}}:queues"  # SET of every queue name ever used
+TASKS = f"{PREFIX}:{{meta}}:tasks"  # HASH task name -> JSON of its registered options (for the console)
+MAINTENANCE_LOCK = f"{PREFIX}:{{meta}}:lock:maintenance"  # leader lock of the recoverer/promoter/trimmer
+WORKERS = f"{PREFIX}:{{workers}}:index"  # ZSET worker id -> last heartbeat ms
+
+
+def worker_key(worker_id: str) -> str:
+    return f"{PREFIX}:{{workers}}:w:{worker_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue. ZSETs are scored by priority/sequence (ready), run-at ms (scheduled),
+    lease deadline ms (active), or finish ms (terminal sets)."""
+
+    queue: str
+    ready: str
+    scheduled: str
+    active: str
+    completed: str
+    failed: str
+    dead: str
+    dropped: str
+    cancelled: str
+    paused: str
+    unique: str
+    events: str
+    wake: str
+    seq: str
+    stats: str
+    job_prefix: str
+
+    def job(self, job_id: str) -> str:
+        return self.job_prefix + job_id
+
+    def attempts(self, job_id: str) -> str:
+        return self.job_prefix + job_id + ":attempts"
+
+    @property
+    def terminal_sets(self) -> dict[str, str]:
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "dead": self.dead,
+            "dropped": self.dropped,
+            "cancelled": self.cancelled,
+        }
+
+
+@cache
+def queue_keys(queue: str) -> QueueKeys:
+    if not NAME_PATTERN.match(queue):
+        raise ValueError(f"invalid queue name {queue!r}")
+    base = f"{PREFIX}:{{q:{queue}}}:"
+    return QueueKeys(
+        queue=queue,
+        **{
+            name: base + name
+            for name in [
+                "ready",
+                "scheduled",
+                "active",
+                "completed",
+                "failed",
+                "dead",
+                "dropped",
+                "cancelled",
+                "paused",
+                "unique",
+                "events",
+                "wake",
+                "seq",
+                "stats",
+            ]
+        },
+        job_prefix=base + "job:",
+    )

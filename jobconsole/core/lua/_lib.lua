@@ -1,0 +1,82 @@
+-- Shared helpers, prepended to every script by scripts.py.
+-- Every time comes from Redis TIME (milliseconds), never from a client clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Ready-set score: lower priority value first, FIFO (per-queue sequence) within a priority.
+-- |priority| <= 1000 and seq < 1e12 keep every score an exact integer in a double.
+local function ready_score(priority, seq)
+  return tonumber(priority) * 1000000000000 + (seq % 1000000000000)
+end
+
+-- Append one event to the queue's stream, for the mirror (bounded, approximate trim).
+local function emit(events_key, maxlen, job_id, event, state, extra)
+  local args = {'XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'job', job_id, 'event', event, 'state', state}
+  if extra then
+    for i = 1, #extra do args[#args + 1] = extra[i] end
+  end
+  redis.call(unpack(args))
+end
+
+-- Per-minute counters: one hash per queue, field "<minute>|<metric>|<task>".
+local function count(stats_key, now, metric, task, by)
+  local minute = math.floor(now / 60000)
+  redis.call('HINCRBY', stats_key, minute .. '|' .. metric .. '|' .. task, by or 1)
+end
+
+-- Put a job back on the ready set and wake one idle worker.
+local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
+  local priority = redis.call('HGET', job_key, 'priority') or '0'
+  local seq = redis.call('INCR', seq_key)
+  redis.call('ZADD', ready_key, ready_score(priority, seq), job_id)
+  redis.call('HSET', job_key, 'state', 'queued', 'ready_at', now)
+  redis.call('LPUSH', wake_key, '1')
+  redis.call('LTRIM', wake_key, 0, 999)
+end
+
+-- Release a unique key only if this job holds it.
+local function release_unique(unique_key, job_key, job_id)
+  local ukey = redis.call('HGET', job_key, 'unique_key')
+  if ukey and ukey ~= '' and redis.call('HGET', unique_key, ukey) == job_id then
+    redis.call('HDEL', unique_key, ukey)
+  end
+end
+
+-- The attempt history entry of the running attempt, closed now with an outcome.
+local function close_attempt(job_key, now, outcome, err)
+  local f = redis.call('HMGET', job_key, 'attempts', 'worker', 'host', 'pid', 'started_at', 'token')
+  local entry = {
+    attempt = tonumber(f[1]) or 0, worker = f[2] or '', host = f[3] or '', pid = tonumber(f[4]) or 0,
+    started_at = tonumber(f[5]) or 0, ended_at = now, outcome = outcome,
+  }
+  if err then
+    for k, v in pairs(err) do entry[k] = v end
+  end
+  local encoded = cjson.encode(entry)
+  redis.call('RPUSH', job_key .. ':attempts', encoded)
+  return encoded
+end
+
+-- Promote due scheduled jobs (delays and retry backoffs) to the ready set.
+local function promote_due(prefix, scheduled_key, ready_key, seq_key, wake_key, events_key, maxlen, now, limit)
+  local due = redis.call('ZRANGE', scheduled_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+  for _, job_id in ipairs(due) do
+    redis.call('ZREM', scheduled_key, job_id)
+    local job_key = prefix .. job_id
+    if redis.call('EXISTS', job_key) == 1 then
+      make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
+      emit(events_key, maxlen, job_id, 'promoted', 'queued')
+    end
+  end
+  return #due
+end
+
+-- Terminal sets keep finished jobs listable until retention trims them.
+local function finish(job_key, ttl_ms)
+  if tonumber(ttl_ms) > 0 then
+    redis.call('PEXPIRE', job_key, ttl_ms)
+    redis.call('PEXPIRE', job_key .. ':attempts', ttl_ms)
+  end
+end

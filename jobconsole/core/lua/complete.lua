@@ -1,0 +1,31 @@
+-- Acknowledge finished jobs (success), each only if its lease token is still current.
+-- KEYS[1] active  KEYS[2] completed  KEYS[3] unique  KEYS[4] events  KEYS[5] stats
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms (0 = keep)  ARGV[4] number of jobs
+-- then per job: id, token, result (JSON), runtime_ms
+-- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
+-- (the lease was lost; this worker must not overwrite the new owner's result).
+local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = now_ms()
+local out = {}
+for j = 0, n - 1 do
+  local job_id, token, result, runtime = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
+  local job_key = prefix .. job_id
+  local f = redis.call('HMGET', job_key, 'token', 'state', 'task')
+  if f[1] ~= token then
+    out[#out + 1] = 0
+  elseif f[2] ~= 'running' then
+    out[#out + 1] = (f[2] == 'completed') and 2 or 0
+  else
+    local entry = close_attempt(job_key, now, 'completed')
+    redis.call('HSET', job_key, 'state', 'completed', 'finished_at', now, 'result', result)
+    redis.call('ZREM', KEYS[1], job_id)
+    redis.call('ZADD', KEYS[2], now, job_id)
+    release_unique(KEYS[3], job_key, job_id)
+    finish(job_key, ttl)
+    emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
+    count(KEYS[5], now, 'completed', f[3] or '')
+    count(KEYS[5], now, 'runtime_ms', f[3] or '', tonumber(runtime) or 0)
+    out[#out + 1] = 1
+  end
+end
+return out

@@ -1,0 +1,27 @@
+-- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept.
+-- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] dropped  KEYS[6] cancelled
+-- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] reset attempts (1/0)
+-- Returns 'queued', 'missing', 'duplicate' (its unique key is held by another live job),
+-- or the state that cannot be requeued (running, completed, queued).
+local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]
+local job_key = prefix .. job_id
+local f = redis.call('HMGET', job_key, 'state', 'unique_key')
+local state = f[1]
+if not state then return 'missing' end
+if state == 'running' or state == 'completed' or state == 'queued' then return state end
+local ukey = f[2]
+if ukey and ukey ~= '' then
+  local holder = redis.call('HGET', KEYS[7], ukey)
+  if holder and holder ~= job_id then return 'duplicate' end
+  redis.call('HSET', KEYS[7], ukey, job_id)
+end
+for k = 2, 6 do redis.call('ZREM', KEYS[k], job_id) end
+redis.call('PERSIST', job_key)
+redis.call('PERSIST', job_key .. ':attempts')
+if ARGV[4] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
+redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
+local now = now_ms()
+make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)
+emit(KEYS[8], maxlen, job_id, 'requeued', 'queued', {'from', state, 'reset', ARGV[4]})
+return 'queued'

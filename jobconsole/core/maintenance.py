@@ -1,0 +1,156 @@
+"""The maintenance loop: recover expired leases, promote due jobs, enforce retention, prune dead workers.
+
+It runs inside every worker and alone as `runrecoverer`; an owner-token leader lock makes exactly one
+instance active at a time, and every step is a Lua script, so two leaders briefly overlapping is safe.
+"""
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import redis
+
+from jobconsole.core import keys, scripts
+from jobconsole.core.keys import queue_keys
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retention:
+    """How long Redis keeps finished jobs (seconds). The database mirror keeps history for longer."""
+
+    completed: float = 86_400.0
+    failed: float = 7 * 86_400.0
+    cancelled: float = 86_400.0
+    dropped: float = 30 * 86_400.0
+    dead: float = 30 * 86_400.0
+
+
+class Maintenance:
+    def __init__(
+        self,
+        connection: "redis.Redis",
+        *,
+        events_maxlen: int = 100_000,
+        retention: Retention | None = None,
+        interval: float = 1.0,
+        lock_ttl: float = 10.0,
+        trim_every: float = 60.0,
+    ) -> None:
+        self.redis = connection
+        self.events_maxlen = events_maxlen
+        self.retention = retention or Retention()
+        self.interval = interval
+        self.lock_ttl_ms = int(lock_ttl * 1000)
+        self.trim_every = trim_every
+        self.token = uuid.uuid4().hex
+        self._last_trim = 0.0
+        self.recovered = 0
+
+    def is_leader(self) -> bool:
+        """Take or renew the leader lock (owner-checked)."""
+        held = scripts.run(self.redis, "lock", [keys.MAINTENANCE_LOCK], ["acquire", self.token, self.lock_ttl_ms])
+        return bool(held)
+
+    def release(self) -> None:
+        try:
+            scripts.run(self.redis, "lock", [keys.MAINTENANCE_LOCK], ["release", self.token, 0])
+        except RETRYABLE_ERRORS:
+            pass
+
+    def step(self) -> int:
+        """One pass over every queue if we lead; returns the number of jobs recovered or promoted."""
+        if not self.is_leader():
+            return 0
+        done = 0
+        for queue in sorted(self.redis.smembers(keys.QUEUES)):
+            done += self.recover(queue) + self.promote(queue)
+        if time.monotonic() - self._last_trim >= self.trim_every:
+            self._last_trim = time.monotonic()
+            for queue in sorted(self.redis.smembers(keys.QUEUES)):
+                self.trim(queue)
+            self.prune_workers()
+        return done
+
+    def recover(self, queue: str, limit: int = 200) -> int:
+        """Requeue or dead-letter every job of the queue whose lease has expired."""
+        k = queue_keys(queue)
+        total = 0
+        while True:
+            reply: list[str] = scripts.run(
+                self.redis, "recover",
+                [k.active, k.ready, k.dead, k.failed, k.unique, k.events, k.wake, k.seq, k.stats],
+                [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), limit],
+            )  # fmt: skip
+            split = reply.index("|")
+            requeued, ended = reply[:split], reply[split + 1 :]
+            for job_id in requeued:
+                log.warning("recovered job=%s queue=%s reason=lease_expired action=requeued", job_id, queue)
+            for job_id in ended:
+                log.warning("recovered job=%s queue=%s reason=lease_expired action=dead_lettered", job_id, queue)
+            total += len(requeued) + len(ended)
+            if len(requeued) + len(ended) < limit:
+                self.recovered += total
+                return total
+
+    def promote(self, queue: str, limit: int = 1000) -> int:
+        k = queue_keys(queue)
+        return int(
+            scripts.run(
+                self.redis,
+                "promote",
+                [k.scheduled, k.ready, k.seq, k.wake, k.events],
+                [k.job_prefix, self.events_maxlen, limit],
+            )
+        )
+
+    def trim(self, queue: str, limit: int = 1000) -> int:
+        k = queue_keys(queue)
+        removed = 0
+        for state, key in k.terminal_sets.items():
+            age_ms = int(getattr(self.retention, state) * 1000)
+            while True:
+                n = int(
+                    scripts.run(self.redis, "trim", [key, k.events], [k.job_prefix, self.events_maxlen, age_ms, limit])
+                )
+                removed += n
+                if n < limit:
+                    break
+        # Per-minute counters older than a day go too.
+        cutoff = int(time.time() // 60) - 24 * 60
+        stale = [f for f in self.redis.hkeys(k.stats) if int(f.split("|", 1)[0]) < cutoff]
+        for start in range(0, len(stale), 1000):
+            self.redis.hdel(k.stats, *stale[start : start + 1000])
+        return removed
+
+    def prune_workers(self) -> None:
+        """Forget registry entries of workers whose heartbeat hash expired (they died without saying so)."""
+        ids = list(self.redis.zrange(keys.WORKERS, 0, -1))
+        if not ids:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for worker_id in ids:
+            pipe.exists(keys.worker_key(worker_id))
+        gone = [w for w, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+        if gone:
+            self.redis.zrem(keys.WORKERS, *gone)
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until `stop` is set; Redis outages are logged and waited out."""
+        try:
+            while not stop.is_set():
+                try:
+                    self.step()
+                except RETRYABLE_ERRORS as exc:
+                    log.warning("maintenance: redis unavailable (%s); retrying", exc)
+                except Exception:
+                    # One bad pass must not stop every later one (a Runqueue bug we do not copy).
+                    log.exception("maintenance pass failed")
+                stop.wait(self.interval)
+        finally:
+            self.release()

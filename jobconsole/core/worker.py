@@ -1,0 +1,507 @@
+"""The worker: claims jobs under leases, runs them (threads for sync tasks, an event loop for async
+ones), heartbeats from its own thread, reports outcomes in batches, and shuts down by policy."""
+
+import asyncio
+import json
+import logging
+import os
+import queue as stdqueue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import FrameType
+from typing import Any
+
+import redis
+
+from jobconsole.core import keys, scripts
+from jobconsole.core.context import JobContext
+from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
+from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
+from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
+
+log = logging.getLogger(__name__)
+
+REGISTRY_TTL_S = 30  # a worker hash outlives its last heartbeat by this much
+REGISTRY_EVERY_S = 2.0
+
+
+class Worker:
+    def __init__(
+        self,
+        connection: "redis.Redis",
+        queues: Sequence[str],
+        registry: TaskRegistry | None = None,
+        *,
+        concurrency: int = 10,
+        max_tasks: int | None = None,
+        burst: bool = False,
+        burst_horizon: float = 0.0,
+        maintenance: bool = True,
+        events_maxlen: int = 100_000,
+        retention: Retention | None = None,
+        shutdown_grace: float = 10.0,
+        name: str | None = None,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.redis = connection
+        self.queues = list(dict.fromkeys(queues))  # claim order = the order given
+        self.registry = registry if registry is not None else default_registry
+        self.concurrency = concurrency
+        self.max_tasks = max_tasks
+        self.burst = burst
+        self.burst_horizon_ms = int(burst_horizon * 1000)  # burst also waits for jobs due this soon
+        self.events_maxlen = events_maxlen
+        self.retention = retention or Retention()
+        self.shutdown_grace = shutdown_grace
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
+        self.keys = [queue_keys(q) for q in self.queues]
+        self.maintenance = (
+            Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention) if maintenance else None
+        )
+        self.running: dict[str, RunningJob] = {}
+        self.claimed = 0
+        self.processed = 0
+        self.failed = 0
+        self._results: stdqueue.SimpleQueue[Outcome] = stdqueue.SimpleQueue()
+        self._pending: list[Outcome] = []  # outcomes not yet reported (e.g. Redis was down)
+        self._stop_signals = 0
+        self._stopping_since: float | None = None
+        self._threads_stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jc-task")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_due_ms: int = -1
+        self._redis_now_ms: int = 0
+        self.started_at = time.time()
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: stop by each task's on_shutdown policy; a second signal exits at once."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop_signals += 1
+        if self._stop_signals >= 2:
+            log.warning(
+                "worker=%s second signal: exiting now; leases of %d running job(s) will expire",
+                self.id,
+                len(self.running),
+            )
+            os._exit(1)
+        log.warning("worker=%s %s: stopping (running=%d)", self.id, signal.Signals(signum).name, len(self.running))
+
+    def request_stop(self) -> None:
+        self._stop_signals = max(self._stop_signals, 1)
+
+    def run(self) -> int:
+        """Work until stopped (or, in burst mode, until there is nothing to do). Returns jobs processed."""
+        self._startup()
+        threads = [threading.Thread(target=self._heartbeat_loop, name="jc-heartbeat", daemon=True)]
+        if self.maintenance is not None:
+            threads.append(
+                threading.Thread(
+                    target=self.maintenance.run, args=(self._threads_stop,), name="jc-maintenance", daemon=True
+                )
+            )
+        for t in threads:
+            t.start()
+        try:
+            self._dispatch_loop()
+        finally:
+            self._threads_stop.set()
+            for t in threads:
+                t.join(timeout=5)
+            self._report(drain=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            self._unregister()
+        log.info("worker=%s stopped processed=%d failed=%d", self.id, self.processed, self.failed)
+        return self.processed
+
+    def _startup(self) -> None:
+        while True:
+            try:
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.sadd(keys.QUEUES, *self.queues)
+                options = self.registry.options_json()
+                if options:
+                    pipe.hset(keys.TASKS, mapping=options)
+                pipe.execute()
+                self._register()
+                break
+            except RETRYABLE_ERRORS as exc:
+                log.warning("worker=%s cannot reach redis (%s); retrying", self.id, exc)
+                time.sleep(1)
+        log.info(
+            "worker=%s started queues=%s concurrency=%d tasks=%d",
+            self.id,
+            ",".join(self.queues),
+            self.concurrency,
+            len(self.registry.all()),
+        )
+
+    # --- the dispatcher ---------------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                self._collect()
+                self._report()
+                if self._stop_signals:
+                    if self._shutdown_step():
+                        return
+                    self._wait_for_results(0.1)
+                    continue
+                if self._done_with_max_tasks():
+                    return
+                free = self.concurrency - len(self.running)
+                if free > 0 and self._claim(free):
+                    backoff = 0.1
+                    continue
+                if self.burst and not self.running and not self._due_soon():
+                    return
+                self._idle_wait(free)
+                backoff = 0.1
+            except RETRYABLE_ERRORS as exc:
+                log.warning("worker=%s redis unavailable (%s); retrying in %.1fs", self.id, exc, backoff)
+                self._wait_for_results(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _done_with_max_tasks(self) -> bool:
+        return self.max_tasks is not None and self.claimed >= self.max_tasks and not self.running
+
+    def _due_soon(self) -> bool:
+        return self._next_due_ms >= 0 and self._next_due_ms - self._redis_now_ms <= self.burst_horizon_ms
+
+    def _idle_wait(self, free: int) -> None:
+        if free <= 0:
+            self._wait_for_results(0.5)
+            return
+        if self.running:
+            timeout = 0.05  # results may arrive meanwhile; they are collected after this short block
+        else:
+            timeout = 1.0
+            if self._next_due_ms >= 0:
+                timeout = min(timeout, max(0.001, (self._next_due_ms - self._redis_now_ms) / 1000))
+        # Block on the queues' wake lists: an enqueue pushes a token, so pick-up needs no polling.
+        self.redis.blpop([k.wake for k in self.keys], timeout=timeout)
+
+    def _wait_for_results(self, timeout: float) -> None:
+        try:
+            self._pending.append(self._results.get(timeout=timeout))
+        except stdqueue.Empty:
+            pass
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                self._pending.append(self._results.get_nowait())
+            except stdqueue.Empty:
+                return
+
+    def _claim(self, free: int) -> int:
+        """Claim up to `free` jobs, queue by queue in order; returns how many were started."""
+        if self.max_tasks is not None:
+            free = min(free, self.max_tasks - self.claimed)
+        started = 0
+        next_due = -1
+        for k in self.keys:
+            if free - started <= 0:
+                break
+            reply = scripts.run(
+                self.redis, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+                [k.job_prefix, self.events_maxlen, free - started, self.id, self.host, self.pid],
+            )  # fmt: skip
+            self._redis_now_ms = int(reply[0])
+            due = int(reply[1])
+            if due >= 0 and (next_due < 0 or due < next_due):
+                next_due = due
+            for flat in reply[2:]:
+                self._start(k.queue, dict(zip(flat[::2], flat[1::2], strict=True)))
+                started += 1
+        self._next_due_ms = next_due
+        return started
+
+    def _start(self, queue: str, h: dict[str, str]) -> None:
+        self.claimed += 1
+        job_id, token = h["id"], h["token"]
+        task = self.registry.find(h.get("task", ""))
+        if task is None:
+            reason = f"task {h.get('task')!r} is not registered on worker {self.id}"
+            k = queue_keys(queue)
+            scripts.run(
+                self.redis,
+                "drop",
+                [k.active, k.dropped, k.unique, k.events],
+                [k.job_prefix, self.events_maxlen, job_id, token, reason],
+            )
+            log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
+            return
+        lease_s = int(h.get("lease_ms") or 30000) / 1000
+        timeout_ms = int(h.get("timeout_ms") or 0)
+        job = RunningJob(
+            id=job_id, queue=queue, token=token, task=task, attempt=int(h.get("attempts", 1)),
+            max_retries=int(h.get("max_retries", 0)), params=json.loads(h.get("params") or "{}"),
+            context=None, lease_s=lease_s, timeout_s=timeout_ms / 1000 if timeout_ms else None,
+        )  # fmt: skip
+        job.next_heartbeat = job.started + lease_s / 3
+        if task.context_param:
+            job.context = JobContext(
+                job_id=job_id, queue=queue, task=task.name, attempt=job.attempt, max_retries=job.max_retries,
+                checkpoint=json.loads(h["checkpoint"]) if h.get("checkpoint") else None,
+                send_heartbeat=lambda progress, checkpoint, job=job: self._task_heartbeat(job, progress, checkpoint),
+            )  # fmt: skip
+        self.running[job_id] = job
+        if task.is_async:
+            future: Future[Outcome] = asyncio.run_coroutine_threadsafe(run_async(job), self._event_loop())
+        else:
+            future = self._pool.submit(run_sync, job)
+        future.add_done_callback(self._results_put)
+
+    def _results_put(self, future: "Future[Outcome]") -> None:
+        self._results.put(future.result())
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="jc-asyncio", daemon=True).start()
+            self._loop = loop
+        return self._loop
+
+    # --- reporting outcomes -----------------------------------------------------------------------
+
+    def _report(self, drain: bool = False) -> None:
+        """Send every collected outcome to Redis in one round trip (completions batched per queue)."""
+        if drain:
+            self._collect()
+        if not self._pending:
+            return
+        outcomes, self._pending = self._pending, []
+        calls: list[scripts.Call] = []
+        owners: list[list[Outcome]] = []
+        completions: dict[str, list[Outcome]] = {}
+        for o in outcomes:
+            if o.kind is Kind.COMPLETE:
+                completions.setdefault(o.job.queue, []).append(o)
+            else:
+                calls.append(self._outcome_call(o))
+                owners.append([o])
+        for queue, batch in completions.items():
+            k = queue_keys(queue)
+            args: list[scripts.Arg] = [
+                k.job_prefix,
+                self.events_maxlen,
+                int(self.retention.completed * 1000),
+                len(batch),
+            ]
+            for o in batch:
+                args += [o.job.id, o.job.token, o.result_json, o.runtime_ms]
+            calls.append(("complete", [k.active, k.completed, k.unique, k.events, k.stats], args))
+            owners.append(batch)
+        try:
+            replies = scripts.run_many(self.redis, calls)
+        except RETRYABLE_ERRORS:
+            self._pending = outcomes + self._pending  # every script is safe to repeat (token-checked)
+            raise
+        for batch, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, RETRYABLE_ERRORS):
+                self._pending.extend(batch)
+                continue
+            if isinstance(reply, Exception):
+                log.error("reporting outcome failed jobs=%s error=%s", [o.job.id for o in batch], reply)
+                # The lease will expire and the recoverer will requeue it: nothing is lost.
+                self._forget(batch)
+                continue
+            codes = reply if isinstance(reply, list) and batch[0].kind is Kind.COMPLETE else [reply]
+            for o, code in zip(batch, codes, strict=True):
+                self._log_outcome(o, code)
+            self._forget(batch)
+
+    def _outcome_call(self, o: Outcome) -> scripts.Call:
+        k = queue_keys(o.job.queue)
+        if o.kind is Kind.RELEASE:
+            return (
+                "release",
+                [k.active, k.ready, k.events, k.wake, k.seq],
+                [k.job_prefix, self.events_maxlen, o.job.id, o.job.token, "worker shutting down (on_shutdown=requeue)"],
+            )
+        return (
+            "fail", [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats],
+            [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), o.job.id, o.job.token, o.status,
+             int(o.retry), o.delay_ms, json.dumps(o.error), o.runtime_ms],
+        )  # fmt: skip
+
+    def _log_outcome(self, o: Outcome, code: Any) -> None:
+        accepted = code[0] if isinstance(code, list) else code
+        if o.kind is Kind.COMPLETE:
+            self.processed += 1
+        else:
+            self.failed += 1
+        if not accepted:
+            log.warning(
+                "stale lease job=%s queue=%s outcome=%s: another worker owns it now; result discarded",
+                o.job.id,
+                o.job.queue,
+                o.kind,
+            )
+        elif o.kind is Kind.FAIL:
+            state = code[1] if isinstance(code, list) else ""
+            log.info(
+                "job failed job=%s task=%s attempt=%d error=%s state=%s",
+                o.job.id,
+                o.job.task.name,
+                o.job.attempt,
+                o.error.get("error_class"),
+                state,
+            )
+        elif o.kind is Kind.RELEASE:
+            log.info("job requeued on shutdown job=%s task=%s", o.job.id, o.job.task.name)
+
+    def _forget(self, batch: list[Outcome]) -> None:
+        for o in batch:
+            self.running.pop(o.job.id, None)
+
+    # --- heartbeats -------------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        last_registry = 0.0
+        while not self._threads_stop.wait(0.1):
+            try:
+                self._check_running()
+                if time.monotonic() - last_registry >= REGISTRY_EVERY_S:
+                    self._register()
+                    last_registry = time.monotonic()
+            except RETRYABLE_ERRORS as exc:
+                log.warning("worker=%s heartbeat: redis unavailable (%s)", self.id, exc)
+            except Exception:
+                log.exception("worker=%s heartbeat pass failed", self.id)
+
+    def _check_running(self) -> None:
+        now = time.monotonic()
+        due: list[RunningJob] = []
+        for job in list(self.running.values()):
+            if job.timeout_s and not job.timed_out and not job.task.is_async and now - job.started > job.timeout_s:
+                job.timed_out = True
+                job.interrupt(TaskTimeout)
+            limit = job.task.max_heartbeat_interval
+            if limit and not job.stalled and now - job.last_task_heartbeat > limit:
+                # The task stopped reporting: let its lease lapse so the recoverer treats it as stalled.
+                job.stalled = True
+                log.warning(
+                    "stalled job=%s task=%s: no heartbeat() for %.0fs; not renewing its lease",
+                    job.id,
+                    job.task.name,
+                    limit,
+                )
+            if job.next_heartbeat <= now and not job.lost and not job.stalled:
+                due.append(job)
+        if due:
+            self._send_heartbeats(due, {})
+
+    def _send_heartbeats(self, jobs: list[RunningJob], updates: dict[str, tuple[str, str]]) -> None:
+        by_queue: dict[str, list[RunningJob]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.queue, []).append(job)
+        calls: list[scripts.Call] = []
+        for queue, batch in by_queue.items():
+            k = queue_keys(queue)
+            args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(batch)]
+            for job in batch:
+                progress, checkpoint = updates.get(job.id, ("", ""))
+                args += [job.id, job.token, progress, checkpoint]
+            calls.append(("heartbeat", [k.active, k.events], args))
+        sent = time.monotonic()
+        for batch, reply in zip(by_queue.values(), scripts.run_many(self.redis, calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            for job, code in zip(batch, reply, strict=True):
+                job.next_heartbeat = sent + job.lease_s / 3
+                if code == -1 and not job.lost:
+                    job.lost = True
+                    log.warning("lease lost job=%s task=%s: another worker may be running it", job.id, job.task.name)
+                elif code == 1 and not job.cancel_requested:
+                    job.cancel_requested = True
+                    if job.context is not None:
+                        job.context.cancel_requested = True
+
+    def _task_heartbeat(self, job: RunningJob, progress: float | None, checkpoint: Any) -> None:
+        """context.heartbeat(): renew now, saving progress/checkpoint; LeaseLost if we no longer own it."""
+        job.last_task_heartbeat = time.monotonic()
+        if job.stalled:
+            job.stalled = False
+        encoded = (
+            "" if progress is None else repr(float(progress)),
+            "" if checkpoint is None else json.dumps(checkpoint, allow_nan=False),
+        )
+        self._send_heartbeats([job], {job.id: encoded})
+        if job.lost:
+            raise LeaseLost(f"job {job.id}: lease lost; stop, another worker may own it")
+
+    # --- registry ---------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        current = [
+            {"id": j.id, "queue": j.queue, "task": j.task.name, "attempt": j.attempt,
+             "running_s": round(time.monotonic() - j.started, 3)}
+            for j in list(self.running.values())
+        ]  # fmt: skip
+        state = "stopping" if self._stop_signals else "running"
+        key = keys.worker_key(self.id)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(key, mapping={
+            "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
+            "concurrency": self.concurrency, "started_at": int(self.started_at * 1000),
+            "heartbeat_at": int(time.time() * 1000), "state": state, "current": json.dumps(current),
+            "processed": self.processed, "failed": self.failed,
+        })  # fmt: skip
+        pipe.expire(key, REGISTRY_TTL_S)
+        pipe.zadd(keys.WORKERS, {self.id: int(time.time() * 1000)})
+        pipe.execute()
+
+    def _unregister(self) -> None:
+        try:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.delete(keys.worker_key(self.id))
+            pipe.zrem(keys.WORKERS, self.id)
+            pipe.execute()
+        except RETRYABLE_ERRORS:
+            pass  # the hash expires on its own
+
+    # --- shutdown ---------------------------------------------------------------------------------
+
+    def _shutdown_step(self) -> bool:
+        """Apply on_shutdown policies; True when the worker may exit."""
+        now = time.monotonic()
+        if self._stopping_since is None:
+            self._stopping_since = now
+            self._register()
+            for job in list(self.running.values()):
+                if job.task.on_shutdown is not OnShutdown.FINISH:
+                    job.interrupted = job.task.on_shutdown
+                    job.interrupt(WorkerShutdown)
+        if not self.running:
+            return True
+        if now - self._stopping_since < self.shutdown_grace:
+            return False
+        # Interrupted tasks that did not stop in time (blocked in C): report them anyway and leave.
+        stuck = [j for j in self.running.values() if j.interrupted is not None]
+        if stuck and len(stuck) == len(self.running):
+            self._pending.extend(failure(j, WorkerShutdown()) for j in stuck)
+            self._report()
+            return True
+        return False

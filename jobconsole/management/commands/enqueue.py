@@ -1,0 +1,46 @@
+"""python manage.py enqueue examples.echo '{"x": 1}' [--count N] [--priority high] [--delay 5] ..."""
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobconsole.core import JobQueueError, JobSpec
+from jobconsole.engine import get_client
+
+
+class Command(BaseCommand):
+    help = "Enqueue a job (or --count copies, in bulk) and print its id."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("task", help="registered task name, e.g. examples.echo")
+        parser.add_argument("params", nargs="?", default="{}", help="parameters as a JSON object")
+        parser.add_argument("--id", default=None, help="client-supplied ULID (idempotent)")
+        parser.add_argument("--queue", default=None)
+        parser.add_argument("--priority", default=None, help="integer (lower first) or high/normal/low")
+        parser.add_argument("--delay", type=float, default=None, help="seconds")
+        parser.add_argument("--max-retries", type=int, default=None)
+        parser.add_argument("--unique-key", default=None)
+        parser.add_argument("--count", type=int, default=1, help="enqueue this many copies in bulk")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            params = json.loads(options["params"])
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"params are not valid JSON: {exc}") from exc
+        priority = options["priority"]
+        if priority is not None and priority.lstrip("-").isdigit():
+            priority = int(priority)
+        spec = JobSpec(
+            task=options["task"], params=params, id=options["id"], queue=options["queue"], priority=priority,
+            delay=options["delay"], max_retries=options["max_retries"], unique_key=options["unique_key"],
+        )  # fmt: skip
+        if options["count"] > 1 and options["id"]:
+            raise CommandError("--id names one job; it cannot be combined with --count")
+        try:
+            results = get_client().enqueue_many([spec] * options["count"])
+        except JobQueueError as exc:
+            raise CommandError(str(exc)) from exc
+        for r in results:
+            self.stdout.write(f"{r.id} {r.status} {r.state} queue={r.queue}")

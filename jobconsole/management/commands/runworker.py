@@ -1,0 +1,46 @@
+"""python manage.py runworker --queues a,b --concurrency N [--max-tasks M] [--burst]"""
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobconsole.conf import get_config
+from jobconsole.core import Worker, default_registry
+from jobconsole.engine import get_redis, retention
+
+
+class Command(BaseCommand):
+    help = "Run a worker: claims jobs from the given queues (default: every registered task's queue)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--queues", default="", help="comma-separated queues, claimed in this order")
+        parser.add_argument("--concurrency", type=int, default=None, help="jobs run at once (threads)")
+        parser.add_argument("--max-tasks", type=int, default=None, help="exit after this many jobs")
+        parser.add_argument("--burst", action="store_true", help="exit when there is nothing to do")
+        parser.add_argument("--no-maintenance", action="store_true", help="do not run the recoverer here")
+        parser.add_argument("--name", default=None, help="worker id (default host:pid:random)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        config = get_config()
+        queues = [q for q in options["queues"].split(",") if q] or sorted({t.queue for t in default_registry.all()})
+        if not queues:
+            raise CommandError("no queues: pass --queues or register tasks (JOBCONSOLE['TASK_MODULES'])")
+        try:
+            worker = Worker(
+                get_redis(),
+                queues,
+                default_registry,
+                concurrency=options["concurrency"] or config["WORKER_CONCURRENCY"],
+                max_tasks=options["max_tasks"],
+                burst=options["burst"],
+                maintenance=not options["no_maintenance"],
+                events_maxlen=config["EVENTS_MAXLEN"],
+                retention=retention(),
+                shutdown_grace=config["SHUTDOWN_GRACE"],
+                name=options["name"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        worker.install_signal_handlers()
+        worker.run()

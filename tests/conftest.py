@@ -1,0 +1,55 @@
+"""Fixtures: one real redis-server per test session (flushed per test), engine clients, task registries."""
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.redis_server import RedisServer
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator["redis.Redis"]:
+    from jobconsole.engine import connect
+
+    connection = connect(redis_server.url)
+    connection.flushall()
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own, for tests that kill or restart it."""
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.kill()
+
+
+def manage_env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Environment for `manage.py` subprocesses: our Redis, the test tasks, a private var dir."""
+    env = {**os.environ, "REDIS_URL": redis_url, "JOBCONSOLE_VAR_DIR": str(tmp_path / "var"),
+           "JOBCONSOLE_TASK_MODULES": "jobconsole.examples,tests.tasks", "PYTHONUNBUFFERED": "1",
+           "DJANGO_SETTINGS_MODULE": "jobconsole.settings", **extra}  # fmt: skip
+    env["PYTHONPATH"] = str(PROJECT)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,71 @@
+"""Tasks used only by the tests (registered in the default registry when imported).
+
+Side effects are appended to files named by the parameters, so tests count executions from outside
+the worker process (a process killed with SIGKILL cannot report anything itself).
+"""
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from jobconsole.core import JobContext, task
+
+
+def _append(path: str, line: str) -> None:
+    # O_APPEND writes of one short line are atomic between processes.
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@task(name="tests.record", max_retries=3, retry_delay=0.1, visibility_timeout=2)
+def record(context: JobContext, ledger: str, seconds: float = 0.0, tag: str = "") -> dict[str, Any]:
+    """Appends 'start' and 'end' lines to `ledger` around a sleep that heartbeats (lease 2 s)."""
+    _append(ledger, f"start {context.job_id} {context.attempt} {os.getpid()} {tag}")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        context.heartbeat()
+    _append(ledger, f"end {context.job_id} {context.attempt} {os.getpid()} {tag}")
+    return {"pid": os.getpid()}
+
+
+@task(name="tests.slow_requeue", visibility_timeout=2, on_shutdown="requeue", max_retries=1)
+def slow_requeue(context: JobContext, ledger: str, seconds: float = 30.0) -> None:
+    _slow(context, ledger, seconds)
+
+
+@task(name="tests.slow_fail", visibility_timeout=2, on_shutdown="fail", max_retries=3)
+def slow_fail(context: JobContext, ledger: str, seconds: float = 30.0) -> None:
+    _slow(context, ledger, seconds)
+
+
+@task(name="tests.slow_finish", visibility_timeout=2, on_shutdown="finish", max_retries=1)
+def slow_finish(context: JobContext, ledger: str, seconds: float = 2.0) -> None:
+    _slow(context, ledger, seconds)
+
+
+def _slow(context: JobContext, ledger: str, seconds: float) -> None:
+    _append(ledger, f"start {context.job_id} {context.attempt} {os.getpid()}")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    _append(ledger, f"end {context.job_id} {context.attempt} {os.getpid()}")
+
+
+@task(name="tests.sleep_plain", visibility_timeout=1, max_retries=2)
+def sleep_plain(seconds: float = 5.0, ledger: str = "") -> None:
+    """Sleeps without calling heartbeat(): the worker's own heartbeat thread keeps its lease."""
+    if ledger:
+        _append(ledger, f"start {os.getpid()}")
+    time.sleep(seconds)
+    if ledger:
+        _append(ledger, f"end {os.getpid()}")
+
+
+def read_ledger(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines() if line.strip()]
