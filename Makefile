@@ -1,0 +1,30 @@
+# The two commands: `make run` (the whole stack in the foreground) and `make test` (checks and tests).
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: run test bootstrap lint typecheck pytest test-db clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+run: bootstrap
+	@$(PY) scripts/run_stack.py
+
+test: bootstrap lint typecheck pytest
+
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck:
+	$(PY) -m mypy jobconsole dashboards
+
+pytest:
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The database tests again, against DATABASE_URL (CI points it at PostgreSQL).
+test-db: bootstrap
+	$(PY) -m pytest -q -m db $(PYTEST_ARGS)
+
+clean:
+	rm -rf .venv var .mypy_cache .ruff_cache .pytest_cache
