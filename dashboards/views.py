@@ -16,7 +16,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     client = get_client()
     queues = [client.counts(q) for q in client.queues()]
     workers = get_redis().zcard(keys.WORKERS)
-    template = "dashboards/overview.html#queues" if request.htmx else "dashboards/overview.html"
+    template = "dashboards/overview.html#queues" if getattr(request, "htmx", False) else "dashboards/overview.html"
     return render(request, template, {"queues": queues, "workers": workers})
 
 

@@ -27,7 +27,7 @@ def redis_url(redis_server: RedisServer) -> str:
 
 @pytest.fixture
 def r(redis_server: RedisServer) -> Iterator["redis.Redis"]:
-    from jobconsole.engine import connect
+    from jobconsole.core.connection import connect
 
     connection = connect(redis_server.url)
     connection.flushall()

@@ -5,11 +5,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from jobconsole.core import keys, scripts
+from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, UnknownTask
 from jobconsole.core.ids import check_job_id, new_job_id
 from jobconsole.core.job import Job
@@ -83,6 +84,7 @@ class Client:
         events_maxlen: int = 100_000,
         finished_ttl: float = 86_400.0,
     ) -> None:
+        require_decoded(connection)
         self.redis = connection
         self.registry = registry if registry is not None else default_registry
         self.strict = strict  # refuse task names this process has not registered
@@ -172,7 +174,7 @@ class Client:
     # --- inspect ----------------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
-        return sorted(self.redis.smembers(keys.QUEUES))
+        return keys.known_queues(self.redis)
 
     def locate(self, job_id: str) -> str:
         """The queue holding a job (ids are unique across queues in practice; the first match wins)."""
@@ -214,7 +216,7 @@ class Client:
             JobState.RUNNING: k.active,
             **{JobState(name): key for name, key in k.terminal_sets.items()},
         }[state]
-        return list(self.redis.zrange(key, 0, limit - 1))
+        return cast(list[str], self.redis.zrange(key, 0, limit - 1))
 
     # --- operate ----------------------------------------------------------------------------------
 
@@ -266,7 +268,9 @@ class Client:
             return outcome
         if outcome == "missing":
             raise JobNotFound(f"no job {job_id}")
-        raise JobStateConflict(job_id, outcome, operation)
+        if outcome == "duplicate":
+            raise JobStateConflict(job_id, "blocked by a live job with the same unique key", operation)
+        raise JobStateConflict(job_id, outcome.removeprefix("is:"), operation)
 
 
 def _timing(delay: float | None, run_at: datetime | None) -> tuple[scripts.Arg, scripts.Arg]:

@@ -8,6 +8,9 @@ scripts may build a job key from the declared job-key prefix and an id.
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import cast
+
+import redis
 
 PREFIX = "jc"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -60,6 +63,10 @@ class QueueKeys:
             "dropped": self.dropped,
             "cancelled": self.cancelled,
         }
+
+
+def known_queues(connection: "redis.Redis") -> list[str]:
+    return sorted(cast(set[str], connection.smembers(QUEUES)))
 
 
 @cache

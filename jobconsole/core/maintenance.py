@@ -9,11 +9,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
 from jobconsole.core import keys, scripts
-from jobconsole.core.keys import queue_keys
+from jobconsole.core.keys import known_queues, queue_keys
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +69,11 @@ class Maintenance:
         if not self.is_leader():
             return 0
         done = 0
-        for queue in sorted(self.redis.smembers(keys.QUEUES)):
+        for queue in known_queues(self.redis):
             done += self.recover(queue) + self.promote(queue)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
-            for queue in sorted(self.redis.smembers(keys.QUEUES)):
+            for queue in known_queues(self.redis):
                 self.trim(queue)
             self.prune_workers()
         return done
@@ -123,14 +124,14 @@ class Maintenance:
                     break
         # Per-minute counters older than a day go too.
         cutoff = int(time.time() // 60) - 24 * 60
-        stale = [f for f in self.redis.hkeys(k.stats) if int(f.split("|", 1)[0]) < cutoff]
+        stale = [f for f in cast(list[str], self.redis.hkeys(k.stats)) if int(f.split("|", 1)[0]) < cutoff]
         for start in range(0, len(stale), 1000):
             self.redis.hdel(k.stats, *stale[start : start + 1000])
         return removed
 
     def prune_workers(self) -> None:
         """Forget registry entries of workers whose heartbeat hash expired (they died without saying so)."""
-        ids = list(self.redis.zrange(keys.WORKERS, 0, -1))
+        ids = cast(list[str], self.redis.zrange(keys.WORKERS, 0, -1))
         if not ids:
             return
         pipe = self.redis.pipeline(transaction=False)

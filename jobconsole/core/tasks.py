@@ -3,7 +3,7 @@
 import inspect
 import json
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -178,9 +178,6 @@ class TaskRegistry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._tasks
-
-    def __iter__(self) -> Iterable[Task]:  # type: ignore[override]
-        return iter(list(self._tasks.values()))
 
     def all(self) -> list[Task]:
         return sorted(self._tasks.values(), key=lambda t: t.name)

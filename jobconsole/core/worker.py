@@ -13,12 +13,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from types import FrameType
 from typing import Any
 
 import redis
 
 from jobconsole.core import keys, scripts
+from jobconsole.core.connection import require_decoded
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
@@ -53,6 +55,7 @@ class Worker:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        require_decoded(connection)
         self.redis = connection
         self.queues = list(dict.fromkeys(queues))  # claim order = the order given
         self.registry = registry if registry is not None else default_registry
@@ -137,7 +140,7 @@ class Worker:
             try:
                 pipe = self.redis.pipeline(transaction=False)
                 pipe.sadd(keys.QUEUES, *self.queues)
-                options = self.registry.options_json()
+                options: dict[Any, Any] = self.registry.options_json()  # redis-py's Mapping is invariant
                 if options:
                     pipe.hset(keys.TASKS, mapping=options)
                 pipe.execute()
@@ -264,7 +267,7 @@ class Worker:
             job.context = JobContext(
                 job_id=job_id, queue=queue, task=task.name, attempt=job.attempt, max_retries=job.max_retries,
                 checkpoint=json.loads(h["checkpoint"]) if h.get("checkpoint") else None,
-                send_heartbeat=lambda progress, checkpoint, job=job: self._task_heartbeat(job, progress, checkpoint),
+                send_heartbeat=partial(self._task_heartbeat, job),
             )  # fmt: skip
         self.running[job_id] = job
         if task.is_async:
@@ -463,12 +466,13 @@ class Worker:
         state = "stopping" if self._stop_signals else "running"
         key = keys.worker_key(self.id)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping={
+        info: dict[Any, Any] = {
             "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
             "concurrency": self.concurrency, "started_at": int(self.started_at * 1000),
             "heartbeat_at": int(time.time() * 1000), "state": state, "current": json.dumps(current),
             "processed": self.processed, "failed": self.failed,
-        })  # fmt: skip
+        }  # fmt: skip
+        pipe.hset(key, mapping=info)
         pipe.expire(key, REGISTRY_TTL_S)
         pipe.zadd(keys.WORKERS, {self.id: int(time.time() * 1000)})
         pipe.execute()

@@ -1,17 +1,18 @@
 -- Cancel a job: waiting jobs end at once; a running job gets a cancellation request its worker sees.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] cancelled  KEYS[4] unique  KEYS[5] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id
--- Returns 'cancelled', 'requested' (running), 'missing', or the state that cannot be cancelled.
+-- Returns 'cancelled', 'requested' (running), 'missing', or 'is:<state>' when its state cannot be cancelled.
 local prefix, maxlen, ttl, job_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local job_key = prefix .. job_id
 local state = redis.call('HGET', job_key, 'state')
 if not state then return 'missing' end
 if state == 'running' then
+  if redis.call('HGET', job_key, 'cancel_requested') == '1' then return 'is:cancelling' end
   redis.call('HSET', job_key, 'cancel_requested', 1)
   emit(KEYS[5], maxlen, job_id, 'cancel_requested', 'running')
   return 'requested'
 end
-if state ~= 'queued' and state ~= 'scheduled' and state ~= 'retrying' then return state end
+if state ~= 'queued' and state ~= 'scheduled' and state ~= 'retrying' then return 'is:' .. state end
 redis.call('ZREM', KEYS[1], job_id)
 redis.call('ZREM', KEYS[2], job_id)
 local now = now_ms()

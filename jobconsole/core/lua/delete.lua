@@ -1,12 +1,12 @@
 -- Delete a job that is not running (cancel it first), with its history.
 -- KEYS[1..7] ready, scheduled, completed, failed, dead, dropped, cancelled  KEYS[8] unique  KEYS[9] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id
--- Returns 'deleted', 'missing' or 'running'.
+-- Returns 'deleted', 'missing' or 'is:running'.
 local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]
 local job_key = prefix .. job_id
 local state = redis.call('HGET', job_key, 'state')
 if not state then return 'missing' end
-if state == 'running' then return 'running' end
+if state == 'running' then return 'is:running' end
 for k = 1, 7 do redis.call('ZREM', KEYS[k], job_id) end
 release_unique(KEYS[8], job_key, job_id)
 redis.call('DEL', job_key, job_key .. ':attempts')

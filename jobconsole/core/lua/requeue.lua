@@ -3,13 +3,13 @@
 -- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] reset attempts (1/0)
 -- Returns 'queued', 'missing', 'duplicate' (its unique key is held by another live job),
--- or the state that cannot be requeued (running, completed, queued).
+-- or 'is:<state>' when its state cannot be requeued (running, completed, queued).
 local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]
 local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'state', 'unique_key')
 local state = f[1]
 if not state then return 'missing' end
-if state == 'running' or state == 'completed' or state == 'queued' then return state end
+if state == 'running' or state == 'completed' or state == 'queued' then return 'is:' .. state end
 local ukey = f[2]
 if ukey and ukey ~= '' then
   local holder = redis.call('HGET', KEYS[7], ukey)

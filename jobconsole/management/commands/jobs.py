@@ -39,7 +39,7 @@ class Command(BaseCommand):
                     )
             elif action == "show":
                 job = client.get(options["job_id"])
-                data = {k: v for k, v in job.raw.items() if k != "token"}
+                data: dict[str, Any] = {k: v for k, v in job.raw.items() if k != "token"}
                 data["history"] = [asdict(a) for a in job.history]
                 self.stdout.write(json.dumps(data, indent=2, default=str))
             elif action == "cancel":
