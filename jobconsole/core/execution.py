@@ -46,6 +46,7 @@ class RunningJob:
     thread_id: int | None = None
     async_task: "asyncio.Task[Any] | None" = None
     loop: asyncio.AbstractEventLoop | None = None
+    began: bool = False  # the task was called (a prefetched job waits in the pool until then)
     interrupted: OnShutdown | None = None  # set when shutdown interrupts it
     timed_out: bool = False
     lost: bool = False  # a heartbeat was refused: another worker may own it now
@@ -81,7 +82,11 @@ class Outcome:
 def run_sync(job: RunningJob) -> Outcome:
     """Thread-pool entry point. Never raises: every way out becomes an Outcome."""
     with job.lock:
+        if job.interrupted:  # the worker is stopping and this job never started
+            return Outcome(job, Kind.RELEASE, 0)
         job.thread_id = threading.get_ident()
+        job.began = True
+        job.started = time.monotonic()
     try:
         try:
             result = job.task.func(**_kwargs(job))
@@ -97,6 +102,10 @@ async def run_async(job: RunningJob) -> Outcome:
     """Event-loop entry point for `async def` tasks. Never raises."""
     current = asyncio.current_task()
     with job.lock:
+        if job.interrupted:
+            return Outcome(job, Kind.RELEASE, 0)
+        job.began = True
+        job.started = time.monotonic()
         job.async_task = current
         job.loop = asyncio.get_running_loop()
     try:

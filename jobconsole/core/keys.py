@@ -97,3 +97,7 @@ def queue_keys(queue: str) -> QueueKeys:
         },
         job_prefix=base + "job:",
     )
+
+
+# The database mirror (Django side) and its leader lock; one consumer group per queue's events stream.
+MIRROR_LOCK = f"{PREFIX}:{{meta}}:lock:mirror"

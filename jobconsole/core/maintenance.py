@@ -40,13 +40,19 @@ class Maintenance:
         events_maxlen: int = 100_000,
         retention: Retention | None = None,
         interval: float = 1.0,
-        lock_ttl: float = 10.0,
+        lock_ttl: float | None = None,
         trim_every: float = 60.0,
     ) -> None:
         self.redis = connection
         self.events_maxlen = events_maxlen
         self.retention = retention or Retention()
         self.interval = interval
+        # The leader renews the lock every pass. Its TTL is how long recovery stalls when a leader dies
+        # without releasing it (SIGKILL, os._exit, a frozen host): keep it to a few missed passes, not
+        # a fixed 10 s that dwarfs short leases. A slow pass that outlives it only lets leaders overlap,
+        # which is safe (every step is an atomic, idempotent script).
+        if lock_ttl is None:
+            lock_ttl = max(3 * interval, 3.0)
         self.lock_ttl_ms = int(lock_ttl * 1000)
         self.trim_every = trim_every
         self.token = uuid.uuid4().hex

@@ -37,6 +37,14 @@ def names() -> list[str]:
     return sorted(p.stem for p in LUA_DIR.glob("*.lua") if not p.stem.startswith("_"))
 
 
+def load_all(client: "redis.Redis") -> None:
+    """SCRIPT LOAD every script (one round trip), so that later pipelines meet no NOSCRIPT."""
+    pipe = client.pipeline(transaction=False)
+    for name in names():
+        pipe.script_load(load(name).source)
+    pipe.execute()
+
+
 def run(client: "redis.Redis", name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
     """Run one script (one round trip unless Redis forgot the script)."""
     script = load(name)
@@ -56,11 +64,13 @@ def run_many(client: "redis.Redis", calls: Sequence[Call]) -> list[Any]:
     results: list[Any] = pipe.execute(raise_on_error=False)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
-        # A NOSCRIPT call did nothing, so repeating it with the source is safe.
+        # Redis forgot the scripts (restarted or flushed). A NOSCRIPT call did nothing, so repeating it
+        # is safe; it now runs after the calls that succeeded, which every caller tolerates.
+        load_all(client)
         pipe = client.pipeline(transaction=False)
         for i in missing:
             name, keys, args = calls[i]
-            pipe.eval(load(name).source, len(keys), *keys, *args)
+            pipe.evalsha(load(name).sha, len(keys), *keys, *args)
         for i, r in zip(missing, pipe.execute(raise_on_error=False), strict=True):
             results[i] = r
     return results

@@ -24,7 +24,7 @@ from jobconsole.core.connection import require_decoded
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
-from jobconsole.core.keys import queue_keys
+from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
 
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 REGISTRY_TTL_S = 30  # a worker hash outlives its last heartbeat by this much
 REGISTRY_EVERY_S = 2.0
+PREFETCH_BELOW_MS = 20.0
 
 
 class Worker:
@@ -84,6 +85,8 @@ class Worker:
         self._threads_stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jc-task")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._batch_min = max(1, concurrency // 2)
+        self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
         self._next_due_ms: int = -1
         self._redis_now_ms: int = 0
         self.started_at = time.time()
@@ -127,7 +130,7 @@ class Worker:
             self._threads_stop.set()
             for t in threads:
                 t.join(timeout=5)
-            self._report(drain=True)
+            self._report()
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
@@ -144,6 +147,7 @@ class Worker:
                 if options:
                     pipe.hset(keys.TASKS, mapping=options)
                 pipe.execute()
+                scripts.load_all(self.redis)
                 self._register()
                 break
             except RETRYABLE_ERRORS as exc:
@@ -164,26 +168,43 @@ class Worker:
         while True:
             try:
                 self._collect()
-                self._report()
                 if self._stop_signals:
+                    self._exchange(0)
                     if self._shutdown_step():
                         return
                     self._wait_for_results(0.1)
                     continue
-                if self._done_with_max_tasks():
-                    return
-                free = self.concurrency - len(self.running)
-                if free > 0 and self._claim(free):
+                free = self._claimable()
+                if 0 < free < self._batch_min and len(self.running) > len(self._pending):
+                    # Let a few more jobs finish, so that one round trip reports them and claims successors.
+                    self._wait_for_results(0.002)
+                    self._collect()
+                    free = self._claimable()
+                if self._exchange(free):
                     backoff = 0.1
                     continue
+                if self._done_with_max_tasks():
+                    return
                 if self.burst and not self.running and not self._due_soon():
                     return
-                self._idle_wait(free)
+                self._idle_wait(self.concurrency - len(self.running))
                 backoff = 0.1
             except RETRYABLE_ERRORS as exc:
                 log.warning("worker=%s redis unavailable (%s); retrying in %.1fs", self.id, exc, backoff)
                 self._wait_for_results(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    def _prefetch(self) -> int:
+        """Extra jobs to claim ahead while tasks are short: fewer round trips per job. Long tasks get no
+        prefetch, so a claimed job never waits long behind another while other workers sit idle."""
+        return self.concurrency if self._avg_runtime_ms < PREFETCH_BELOW_MS else 0
+
+    def _claimable(self) -> int:
+        """Slots free once the collected outcomes are reported, capped by --max-tasks."""
+        free = self.concurrency + self._prefetch() - len(self.running) + len(self._pending)
+        if self.max_tasks is not None:
+            free = min(free, self.max_tasks - self.claimed)
+        return max(0, free)
 
     def _done_with_max_tasks(self) -> bool:
         return self.max_tasks is not None and self.claimed >= self.max_tasks and not self.running
@@ -217,19 +238,38 @@ class Worker:
             except stdqueue.Empty:
                 return
 
-    def _claim(self, free: int) -> int:
-        """Claim up to `free` jobs, queue by queue in order; returns how many were started."""
-        if self.max_tasks is not None:
-            free = min(free, self.max_tasks - self.claimed)
+    def _claim_call(self, k: QueueKeys, count: int) -> scripts.Call:
+        return (
+            "claim",
+            [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+            [k.job_prefix, self.events_maxlen, count, self.id, self.host, self.pid],
+        )
+
+    def _exchange(self, want: int) -> int:
+        """One round trip: report every collected outcome and claim up to `want` jobs from the first
+        queue; later queues are asked in order only while slots remain. Returns jobs started."""
+        calls, owners, outcomes = self._outcome_calls()
+        if want > 0:
+            calls.append(self._claim_call(self.keys[0], want))
+        try:
+            replies = scripts.run_many(self.redis, calls)
+        except RETRYABLE_ERRORS:
+            self._pending = outcomes + self._pending  # every script is safe to repeat (token-checked)
+            raise
+        self._apply_reports(owners, replies[: len(owners)])
+        if want <= 0:
+            return 0
         started = 0
         next_due = -1
-        for k in self.keys:
-            if free - started <= 0:
+        for index, k in enumerate(self.keys):
+            if index == 0:
+                reply = replies[-1]
+                if isinstance(reply, Exception):
+                    raise reply
+            elif want - started > 0:
+                reply = scripts.run(self.redis, *self._claim_call(k, want - started))
+            else:
                 break
-            reply = scripts.run(
-                self.redis, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
-                [k.job_prefix, self.events_maxlen, free - started, self.id, self.host, self.pid],
-            )  # fmt: skip
             self._redis_now_ms = int(reply[0])
             due = int(reply[1])
             if due >= 0 and (next_due < 0 or due < next_due):
@@ -288,12 +328,8 @@ class Worker:
 
     # --- reporting outcomes -----------------------------------------------------------------------
 
-    def _report(self, drain: bool = False) -> None:
-        """Send every collected outcome to Redis in one round trip (completions batched per queue)."""
-        if drain:
-            self._collect()
-        if not self._pending:
-            return
+    def _outcome_calls(self) -> tuple[list[scripts.Call], list[list[Outcome]], list[Outcome]]:
+        """Script calls reporting the collected outcomes (completions batched per queue)."""
         outcomes, self._pending = self._pending, []
         calls: list[scripts.Call] = []
         owners: list[list[Outcome]] = []
@@ -307,20 +343,15 @@ class Worker:
         for queue, batch in completions.items():
             k = queue_keys(queue)
             args: list[scripts.Arg] = [
-                k.job_prefix,
-                self.events_maxlen,
-                int(self.retention.completed * 1000),
-                len(batch),
-            ]
+                k.job_prefix, self.events_maxlen, int(self.retention.completed * 1000), len(batch),
+            ]  # fmt: skip
             for o in batch:
                 args += [o.job.id, o.job.token, o.result_json, o.runtime_ms]
             calls.append(("complete", [k.active, k.completed, k.unique, k.events, k.stats], args))
             owners.append(batch)
-        try:
-            replies = scripts.run_many(self.redis, calls)
-        except RETRYABLE_ERRORS:
-            self._pending = outcomes + self._pending  # every script is safe to repeat (token-checked)
-            raise
+        return calls, owners, outcomes
+
+    def _apply_reports(self, owners: list[list[Outcome]], replies: list[Any]) -> None:
         for batch, reply in zip(owners, replies, strict=True):
             if isinstance(reply, RETRYABLE_ERRORS):
                 self._pending.extend(batch)
@@ -333,7 +364,12 @@ class Worker:
             codes = reply if isinstance(reply, list) and batch[0].kind is Kind.COMPLETE else [reply]
             for o, code in zip(batch, codes, strict=True):
                 self._log_outcome(o, code)
+                self._avg_runtime_ms += (o.runtime_ms - self._avg_runtime_ms) * 0.05
             self._forget(batch)
+
+    def _report(self) -> None:
+        self._collect()
+        self._exchange(0)
 
     def _outcome_call(self, o: Outcome) -> scripts.Call:
         k = queue_keys(o.job.queue)
@@ -495,6 +531,10 @@ class Worker:
             self._stopping_since = now
             self._register()
             for job in list(self.running.values()):
+                with job.lock:
+                    if not job.began:  # prefetched, not started: give it back untouched
+                        job.interrupted = OnShutdown.REQUEUE
+                        continue
                 if job.task.on_shutdown is not OnShutdown.FINISH:
                     job.interrupted = job.task.on_shutdown
                     job.interrupt(WorkerShutdown)

@@ -1,0 +1,75 @@
+-- Edit a job as an operator saw it (compare-and-set on its state and attempt count):
+-- * a waiting job (queued, scheduled, retrying): new priority, run-at and/or parameters, applied in place;
+--   a run-at in the future makes it scheduled, a past one makes it ready now;
+-- * a finished job (dead, failed, dropped, cancelled) with resubmit = 1: new parameters and/or priority,
+--   then requeued in the same step (history kept; attempts reset if asked).
+-- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] dropped  KEYS[6] cancelled
+-- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state
+-- ARGV[5] expected attempts ('' = any)  ARGV[6] priority ('' = unchanged)  ARGV[7] run_at ms ('' = unchanged)
+-- ARGV[8] params JSON ('' = unchanged)  ARGV[9] resubmit (1/0)  ARGV[10] reset attempts (1/0)
+-- Returns {status, state}: status 'edited' or 'resubmitted' with the new state; 'missing'; 'conflict' with
+-- the job's current state (it moved on since the operator looked); 'duplicate' (resubmitting would take a
+-- unique key another live job holds); 'invalid' (run-at given with resubmit).
+local prefix, maxlen, job_id, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local priority, run_at, params = ARGV[6], ARGV[7], ARGV[8]
+local resubmit = ARGV[9] == '1'
+local job_key = prefix .. job_id
+local f = redis.call('HMGET', job_key, 'state', 'attempts', 'unique_key')
+local state = f[1]
+if not state then return {'missing', ''} end
+if state ~= expected or (ARGV[5] ~= '' and f[2] ~= ARGV[5]) then return {'conflict', state} end
+local waiting = state == 'queued' or state == 'scheduled' or state == 'retrying'
+local finished = state == 'dead' or state == 'failed' or state == 'dropped' or state == 'cancelled'
+if (resubmit and not finished) or (not resubmit and not waiting) then return {'conflict', state} end
+if resubmit and run_at ~= '' then return {'invalid', state} end
+local now = now_ms()
+local changed = {}
+if resubmit then
+  local ukey = f[3]
+  if ukey and ukey ~= '' then
+    local holder = redis.call('HGET', KEYS[7], ukey)
+    if holder and holder ~= job_id then return {'duplicate', state} end
+    redis.call('HSET', KEYS[7], ukey, job_id)
+  end
+end
+if params ~= '' then redis.call('HSET', job_key, 'params', params) changed[#changed + 1] = 'params' end
+if priority ~= '' then redis.call('HSET', job_key, 'priority', priority) changed[#changed + 1] = 'priority' end
+if resubmit then
+  for k = 2, 6 do redis.call('ZREM', KEYS[k], job_id) end
+  redis.call('PERSIST', job_key)
+  redis.call('PERSIST', job_key .. ':attempts')
+  if ARGV[10] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
+  redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
+  make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)
+  emit(KEYS[8], maxlen, job_id, 'requeued', 'queued',
+       {'from', state, 'reset', ARGV[10], 'edited', table.concat(changed, ',')})
+  return {'resubmitted', 'queued'}
+end
+local new_state = state
+if run_at ~= '' then
+  changed[#changed + 1] = 'run_at'
+  local at = tonumber(run_at)
+  if at > now then
+    redis.call('ZREM', KEYS[1], job_id)
+    redis.call('ZADD', KEYS[2], at, job_id)
+    if state == 'queued' then new_state = 'scheduled' end
+    redis.call('HSET', job_key, 'state', new_state, 'run_at', at)
+    redis.call('LPUSH', KEYS[9], '1')  -- idle workers recompute when the next job is due
+    redis.call('LTRIM', KEYS[9], 0, 999)
+  elseif state ~= 'queued' then
+    redis.call('ZREM', KEYS[2], job_id)
+    redis.call('HSET', job_key, 'run_at', now)
+    make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)
+    new_state = 'queued'
+  end
+end
+if new_state == 'queued' and priority ~= '' then
+  -- Re-score in the ready set, keeping the job's place in line among its new priority's jobs.
+  local score = redis.call('ZSCORE', KEYS[1], job_id)
+  if score then
+    redis.call('ZADD', KEYS[1], ready_score(priority, tonumber(score) % 1000000000000), job_id)
+  end
+end
+emit(KEYS[8], maxlen, job_id, 'edited', new_state, {'fields', table.concat(changed, ',')})
+return {'edited', new_state}
