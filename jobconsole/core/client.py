@@ -133,17 +133,34 @@ class Client:
         unique_key = spec.unique_key or ""
         if len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
+        lease_ms = int((task.visibility_timeout if task else 30.0) * 1000)
         fields: list[scripts.Arg] = [
-            "task", spec.task,
-            "queue", queue,
-            "params", params_json,
-            "max_retries", max_retries,
-            "version", task.version if task else 1,
-            "lease_ms", int((task.visibility_timeout if task else 30.0) * 1000),
-            "timeout_ms", int((task.timeout or 0) * 1000) if task else 0,
-            "dead_letter", str(task.dead_letter_policy if task else DeadLetterPolicy.SAVE),
-        ]  # fmt: skip
-        args: list[scripts.Arg] = [job_id, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2, *fields]
+            "queue",
+            queue,
+            "params",
+            params_json,
+            "max_retries",
+            max_retries,
+            "lease_ms",
+            lease_ms,
+        ]
+        # Defaults are left out: fewer fields make enqueue cheaper and the hash smaller.
+        if task is not None and task.version != 1:
+            fields += ["version", task.version]
+        if task is not None and task.timeout:
+            fields += ["timeout_ms", int(task.timeout * 1000)]
+        if task is not None and task.dead_letter_policy is DeadLetterPolicy.DISCARD:
+            fields += ["dead_letter", str(task.dead_letter_policy)]
+        args: list[scripts.Arg] = [
+            job_id,
+            spec.task,
+            priority,
+            delay_ms,
+            run_at_ms,
+            unique_key,
+            len(fields) // 2,
+            *fields,
+        ]
         return _Prepared(queue=queue, args=args, id=job_id)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
@@ -162,7 +179,7 @@ class Client:
             # Registered before the jobs so the recoverer and the console always see the queue.
             self.redis.sadd(keys.QUEUES, *new_queues)
             self._known_queues |= new_queues
-        replies = scripts.run_many(self.redis, calls)
+        replies = [scripts.run(self.redis, *calls[0])] if len(calls) == 1 else scripts.run_many(self.redis, calls)
         found: dict[str, EnqueueResult] = {}
         for (queue, items), reply in zip(by_queue.items(), replies, strict=True):
             if isinstance(reply, Exception):

@@ -107,7 +107,7 @@ class Job:
             version=_int(h.get("version"), 1),
             unique_key=h.get("unique_key", ""),
             enqueued_at=ms_to_datetime(h.get("enqueued_at")),
-            run_at=ms_to_datetime(h.get("run_at")),
+            run_at=ms_to_datetime(h.get("run_at") or h.get("enqueued_at")),
             started_at=ms_to_datetime(h.get("started_at")),
             finished_at=ms_to_datetime(h.get("finished_at")),
             heartbeat_at=ms_to_datetime(h.get("heartbeat_at")),

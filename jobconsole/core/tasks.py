@@ -44,6 +44,7 @@ class Task:
     on_shutdown: OnShutdown = OnShutdown.FINISH
     is_async: bool = field(init=False)
     context_param: str | None = field(init=False)
+    _signature: "_Signature" = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -51,6 +52,7 @@ class Task:
         object.__setattr__(self, "queue", self.queue or self.name)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.func))
         object.__setattr__(self, "context_param", _context_param(self.func))
+        object.__setattr__(self, "_signature", _Signature.of(self.func, self.context_param))
         if self.max_retries < 0 or self.visibility_timeout <= 0 or self.retry_delay < 0:
             raise ValueError(f"task {self.name}: max_retries, retry_delay must be >= 0, visibility_timeout > 0")
 
@@ -62,23 +64,17 @@ class Task:
 
     def validate_params(self, params: dict[str, Any]) -> None:
         """Check parameters against the function's signature and simple annotations (raises InvalidJob)."""
-        sig = inspect.signature(self.func)
-        visible = {k: p for k, p in sig.parameters.items() if k != self.context_param}
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in visible.values())
-        named = {k: p for k, p in visible.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-        unknown = sorted(set(params) - set(named)) if not accepts_any else []
-        if unknown:
-            raise InvalidJob(f"task {self.name}: unknown parameter(s) {', '.join(unknown)}")
-        missing = sorted(k for k, p in named.items() if p.default is p.empty and k not in params)
-        if missing:
-            raise InvalidJob(f"task {self.name}: missing parameter(s) {', '.join(missing)}")
-        try:
-            hints = get_type_hints(self.func)
-        except Exception:  # noqa: BLE001 - unresolvable annotations: nothing more to check
-            return
+        sig = self._signature
+        if not sig.accepts_any and not params.keys() <= sig.names:
+            unknown = ", ".join(sorted(params.keys() - sig.names))
+            raise InvalidJob(f"task {self.name}: unknown parameter(s) {unknown}")
+        if not sig.required <= params.keys():
+            missing = ", ".join(sorted(sig.required - params.keys()))
+            raise InvalidJob(f"task {self.name}: missing parameter(s) {missing}")
         for key, value in params.items():
-            if key in hints and not _matches(value, hints[key]):
-                raise InvalidJob(f"task {self.name}: parameter {key} should be {_type_name(hints[key])}")
+            hint = sig.hints.get(key)
+            if hint is not None and not _matches(value, hint):
+                raise InvalidJob(f"task {self.name}: parameter {key} should be {_type_name(hint)}")
 
     def options(self) -> dict[str, Any]:
         """The registered options as JSON-able data (for the console and the API)."""
@@ -99,6 +95,31 @@ class Task:
             "on_shutdown": str(self.on_shutdown),
             "is_async": self.is_async,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Signature:
+    """What enqueue checks parameters against, worked out once per task."""
+
+    names: frozenset[str]
+    required: frozenset[str]
+    accepts_any: bool
+    hints: dict[str, Any]
+
+    @classmethod
+    def of(cls, func: Callable[..., Any], context_param: str | None) -> "_Signature":
+        params = {k: p for k, p in inspect.signature(func).parameters.items() if k != context_param}
+        named = {k: p for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        try:
+            hints = {k: v for k, v in get_type_hints(func).items() if k in named}
+        except Exception:  # noqa: BLE001 - unresolvable annotations: check names only
+            hints = {}
+        return cls(
+            names=frozenset(named),
+            required=frozenset(k for k, p in named.items() if p.default is p.empty),
+            accepts_any=any(p.kind is p.VAR_KEYWORD for p in params.values()),
+            hints=hints,
+        )
 
 
 def _context_param(func: Callable[..., Any]) -> str | None:

@@ -17,13 +17,13 @@ if redis.call('EXISTS', KEYS[4]) == 0 and want > 0 then
     if redis.call('EXISTS', job_key) == 1 then
       local attempt = redis.call('HINCRBY', job_key, 'attempts', 1)
       local token = worker .. ':' .. redis.call('INCR', KEYS[7])
-      local f = redis.call('HMGET', job_key, 'lease_ms', 'ready_at', 'task')
+      local f = redis.call('HMGET', job_key, 'lease_ms', 'ready_at', 'task', 'enqueued_at')
       redis.call('HSET', job_key, 'state', 'running', 'token', token, 'worker', worker, 'host', host,
                  'pid', pid, 'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0)
       redis.call('ZADD', KEYS[3], now + tonumber(f[1] or 30000), job_id)
       emit(KEYS[5], maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
       count(KEYS[8], now, 'started', f[3] or '')
-      count(KEYS[8], now, 'wait_ms', f[3] or '', now - (tonumber(f[2]) or now))
+      count(KEYS[8], now, 'wait_ms', f[3] or '', now - (tonumber(f[2]) or tonumber(f[4]) or now))
       out[#out + 1] = redis.call('HGETALL', job_key)
     end
   end
