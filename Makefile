@@ -24,7 +24,7 @@ pytest:
 
 # The database tests again, against DATABASE_URL (CI points it at PostgreSQL).
 test-db: bootstrap
-	$(PY) -m pytest -q -m db $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m db $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5 = no database tests collected
 
 clean:
 	rm -rf .venv var .mypy_cache .ruff_cache .pytest_cache

@@ -65,6 +65,13 @@ def sleep_plain(seconds: float = 5.0, ledger: str = "") -> None:
         _append(ledger, f"end {os.getpid()}")
 
 
+@task(name="tests.sleep_pid", visibility_timeout=1, max_retries=2)
+def sleep_pid(seconds: float = 5.0, ledger: str = "") -> dict[str, int]:
+    """tests.sleep_plain that returns its pid, so a test can tell whose completion was recorded."""
+    sleep_plain(seconds, ledger)
+    return {"pid": os.getpid()}
+
+
 def read_ledger(path: Path) -> list[list[str]]:
     if not path.exists():
         return []
