@@ -422,3 +422,24 @@ def test_idle_worker_picks_up_a_new_job_within_milliseconds(
     finally:
         worker.request_stop()
         thread.join(10)
+
+
+def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    kept, orphan = client.enqueue("t.ok").id, client.enqueue("t.ok").id
+    k = queue_keys("q")
+    # Redis ran this worker's claim, but the connection broke before the reply arrived.
+    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+                [k.job_prefix, 1000, 2, "worker-a", "host", 1])  # fmt: skip
+    other = client.enqueue("t.ok").id
+    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+                [k.job_prefix, 1000, 1, "worker-b", "host", 2])  # fmt: skip
+    worker = Worker(r, ["q"], registry, name="worker-a", maintenance=False)
+    worker.running[kept] = None  # type: ignore[assignment]  # the one claim reply that did arrive
+    worker._release_orphans()
+    assert client.get(kept).state is JobState.RUNNING  # known to the worker: left alone
+    assert client.get(other).state is JobState.RUNNING  # another worker's: left alone
+    job = client.get(orphan)
+    assert job.state is JobState.QUEUED and job.attempts == 0
+    assert [a.outcome for a in job.history] == ["requeued"]

@@ -3,13 +3,14 @@
 from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 
 def connect(url: str, **overrides: Any) -> "redis.Redis":
-    """A pooled client for `url`. Retrying a command is safe: every engine write is idempotent or
-    token-checked, and enqueue ids are generated before the first try."""
+    """A pooled client for `url` that retries commands after a connection error. That is safe for the
+    producer and operator calls (enqueue ids are generated before the first try; the other writes are
+    idempotent or state-checked); workers use `without_retries` instead."""
     options: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": 10,
@@ -21,6 +22,14 @@ def connect(url: str, **overrides: Any) -> "redis.Redis":
         **overrides,
     }
     return redis.Redis.from_url(url, **options)
+
+
+def without_retries(connection: "redis.Redis") -> "redis.Redis":
+    """A client on the same server that never re-sends a command by itself. The worker needs this:
+    a claim is not safe to repeat blindly, so the worker handles connection errors itself."""
+    pool = connection.connection_pool
+    kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "retry_on_error": []}
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
 
 
 def require_decoded(connection: "redis.Redis") -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from jobconsole.core import keys, scripts
-from jobconsole.core.connection import require_decoded
+from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
@@ -57,7 +57,7 @@ class Worker:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         require_decoded(connection)
-        self.redis = connection
+        self.redis = without_retries(connection)
         self.queues = list(dict.fromkeys(queues))  # claim order = the order given
         self.registry = registry if registry is not None else default_registry
         self.concurrency = concurrency
@@ -86,6 +86,7 @@ class Worker:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jc-task")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batch_min = max(1, concurrency // 2)
+        self._orphans_possible = False  # a claim may have run without its reply reaching us
         self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
         self._next_due_ms: int = -1
         self._redis_now_ms: int = 0
@@ -174,6 +175,8 @@ class Worker:
                         return
                     self._wait_for_results(0.1)
                     continue
+                if self._orphans_possible:
+                    self._release_orphans()
                 free = self._claimable()
                 if 0 < free < self._batch_min and len(self.running) > len(self._pending):
                     # Let a few more jobs finish, so that one round trip reports them and claims successors.
@@ -193,11 +196,24 @@ class Worker:
                 log.warning("worker=%s redis unavailable (%s); retrying in %.1fs", self.id, exc, backoff)
                 self._wait_for_results(backoff)
                 backoff = min(backoff * 2, 5.0)
+                self._orphans_possible = True
 
     def _prefetch(self) -> int:
         """Extra jobs to claim ahead while tasks are short: fewer round trips per job. Long tasks get no
         prefetch, so a claimed job never waits long behind another while other workers sit idle."""
         return self.concurrency if self._avg_runtime_ms < PREFETCH_BELOW_MS else 0
+
+    def _release_orphans(self) -> None:
+        """After a connection error: give back jobs Redis leased to us in a claim whose reply was lost."""
+        for k in self.keys:
+            held = [job_id for job_id, job in self.running.items() if job.queue == k.queue]
+            released = scripts.run(
+                self.redis, "release_orphans", [k.active, k.ready, k.events, k.wake, k.seq],
+                [k.job_prefix, self.events_maxlen, self.id, *held],
+            )  # fmt: skip
+            for job_id in released:
+                log.warning("released orphaned claim job=%s queue=%s (its claim reply was lost)", job_id, k.queue)
+        self._orphans_possible = False
 
     def _claimable(self) -> int:
         """Slots free once the collected outcomes are reported, capped by --max-tasks."""
@@ -387,9 +403,9 @@ class Worker:
 
     def _log_outcome(self, o: Outcome, code: Any) -> None:
         accepted = code[0] if isinstance(code, list) else code
-        if o.kind is Kind.COMPLETE:
+        if accepted and o.kind is Kind.COMPLETE:
             self.processed += 1
-        else:
+        elif accepted:
             self.failed += 1
         if not accepted:
             log.warning(

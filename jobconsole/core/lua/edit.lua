@@ -18,7 +18,7 @@ local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'state', 'attempts', 'unique_key')
 local state = f[1]
 if not state then return {'missing', ''} end
-if state ~= expected or (ARGV[5] ~= '' and f[2] ~= ARGV[5]) then return {'conflict', state} end
+if state ~= expected or (ARGV[5] ~= '' and (f[2] or '0') ~= ARGV[5]) then return {'conflict', state} end
 local waiting = state == 'queued' or state == 'scheduled' or state == 'retrying'
 local finished = state == 'dead' or state == 'failed' or state == 'dropped' or state == 'cancelled'
 if (resubmit and not finished) or (not resubmit and not waiting) then return {'conflict', state} end

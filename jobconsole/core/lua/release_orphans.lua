@@ -1,0 +1,26 @@
+-- Give back jobs leased to this worker that it does not know it holds: a claim whose reply was lost
+-- (connection cut after Redis ran it). They never started, so no attempt is used up.
+-- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] worker id  then the ids the worker does hold
+-- Returns the ids given back.
+local prefix, maxlen, worker = ARGV[1], ARGV[2], ARGV[3]
+local held = {}
+for a = 4, #ARGV do held[ARGV[a]] = true end
+local now = now_ms()
+local released = {}
+for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if not held[job_id] then
+    local job_key = prefix .. job_id
+    local f = redis.call('HMGET', job_key, 'worker', 'state')
+    if f[1] == worker and f[2] == 'running' then
+      local entry = close_attempt(job_key, now, 'requeued', {message = 'claim reply lost; never started'})
+      redis.call('HINCRBY', job_key, 'attempts', -1)
+      redis.call('HSET', job_key, 'token', '')
+      redis.call('ZREM', KEYS[1], job_id)
+      make_ready(job_key, job_id, KEYS[2], KEYS[5], KEYS[4], now)
+      emit(KEYS[3], maxlen, job_id, 'requeued', 'queued', {'entry', entry})
+      released[#released + 1] = job_id
+    end
+  end
+end
+return released
