@@ -2,6 +2,7 @@
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -436,7 +437,7 @@ def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
     scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
                 [k.job_prefix, 1000, 1, "worker-b", "host", 2])  # fmt: skip
     worker = Worker(r, ["q"], registry, name="worker-a", maintenance=False)
-    worker.running[kept] = None  # type: ignore[assignment]  # the one claim reply that did arrive
+    worker.running[kept] = SimpleNamespace(queue="q")  # type: ignore[assignment]  # the reply that did arrive
     worker._release_orphans()
     assert client.get(kept).state is JobState.RUNNING  # known to the worker: left alone
     assert client.get(other).state is JobState.RUNNING  # another worker's: left alone
