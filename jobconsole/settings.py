@@ -8,6 +8,7 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JOBCONSOLE_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite and the embedded Redis live here
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -80,6 +81,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"].setdefault("OPTIONS", {})["init_command"] = (
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
+    # The mirror writes while the console and admin write too: take the write lock when a transaction
+    # starts (no lock-upgrade deadlocks) and wait for it rather than failing at once.
+    DATABASES["default"]["OPTIONS"].update({"transaction_mode": "IMMEDIATE", "timeout": 20})
+    # Tests use a file (not :memory:) so that mirror and worker subprocesses can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_jobconsole_{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
@@ -121,4 +127,22 @@ JOBCONSOLE = {
         "dropped": 30 * 86_400,
         "dead": 30 * 86_400,
     },
+    # The database mirror, its retention and the outbox (defaults in jobconsole/mirror/config.py).
+    "MIRROR": {
+        "IN_WORKER": _env_bool("JOBCONSOLE_MIRROR_IN_WORKER", True),
+        "BATCH": 1000,
+        "BLOCK_MS": 100,
+        "LOCK_TTL": float(os.environ.get("JOBCONSOLE_MIRROR_LOCK_TTL", "10")),
+        "RETENTION_EVERY": 300.0,
+        "RELAY_EVERY": 2.0,
+    },
+    "DB_RETENTION": {
+        "completed": 30 * 86_400,
+        "failed": 30 * 86_400,
+        "cancelled": 30 * 86_400,
+        "dropped": 90 * 86_400,
+        "dead": 90 * 86_400,
+        "audit": 365 * 86_400,
+    },
+    "OUTBOX": {"RELAY_AFTER": 5.0, "KEEP_PUBLISHED": 7 * 86_400},
 }

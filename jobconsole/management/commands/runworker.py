@@ -1,5 +1,6 @@
 """python manage.py runworker --queues a,b --concurrency N [--max-tasks M] [--burst]"""
 
+import threading
 from argparse import ArgumentParser
 from typing import Any
 
@@ -8,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobconsole.conf import get_config
 from jobconsole.core import Worker, default_registry
 from jobconsole.engine import get_redis, retention
+from jobconsole.mirror.config import mirror_config
 
 
 class Command(BaseCommand):
@@ -19,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--max-tasks", type=int, default=None, help="exit after this many jobs")
         parser.add_argument("--burst", action="store_true", help="exit when there is nothing to do")
         parser.add_argument("--no-maintenance", action="store_true", help="do not run the recoverer here")
+        parser.add_argument("--no-mirror", action="store_true", help="do not run the database mirror here")
         parser.add_argument("--name", default=None, help="worker id (default host:pid:random)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -42,5 +45,20 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        # The database mirror runs next to the worker, in a thread; a Redis lock makes one process among
+        # all the workers the mirror's leader. (The engine itself never imports Django.)
+        stop_mirror = threading.Event()
+        mirror_thread: threading.Thread | None = None
+        if not options["no_mirror"] and mirror_config()["IN_WORKER"]:
+            from jobconsole.mirror.loop import build_mirror
+
+            mirror = build_mirror(name=worker.id)
+            mirror_thread = threading.Thread(target=mirror.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
+            mirror_thread.start()
         worker.install_signal_handlers()
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            stop_mirror.set()
+            if mirror_thread is not None:
+                mirror_thread.join(timeout=10)

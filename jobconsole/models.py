@@ -1,0 +1,252 @@
+"""The database mirror of the engine's state, plus the audit log and the transactional-enqueue outbox.
+
+Redis is where jobs move; these tables are where operators look, search and keep history. The mirror
+(`jobconsole.mirror`) is their only writer for Job, Attempt, DeadLetter and Queue rows: admin actions go
+to Redis through the engine, and their effect comes back through the events stream. JSON values
+(parameters, result, checkpoint, last error) are kept as the exact text Redis holds, so nothing is
+re-encoded and parameter text is searchable with a plain (wildcard-escaped) LIKE on every database.
+"""
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from jobconsole.core.states import JobState
+
+STATE_CHOICES = [(s.value, s.value) for s in JobState]
+
+
+class Job(models.Model):
+    id = models.CharField(max_length=26, primary_key=True, help_text="client-generated ULID")
+    task = models.CharField(max_length=200)
+    version = models.PositiveIntegerField(default=1)
+    queue = models.CharField(max_length=100)
+    priority = models.IntegerField(default=0, help_text="lower runs first")
+    state = models.CharField(max_length=16, choices=STATE_CHOICES)
+    params = models.TextField(default="{}", help_text="JSON object, exactly as stored in Redis")
+    result = models.TextField(blank=True, default="")
+    attempts = models.IntegerField(default=0)
+    max_retries = models.IntegerField(default=0)
+    unique_key = models.CharField(max_length=200, blank=True, default="")
+    group = models.CharField(max_length=100, blank=True, default="")
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    progress = models.FloatField(null=True, blank=True)
+    checkpoint = models.TextField(blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    error_class = models.CharField(max_length=200, blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, default="")
+    in_redis = models.BooleanField(
+        default=True, help_text="false once Redis has dropped the job (retention); the row is kept as history"
+    )
+    synced_at = models.DateTimeField(null=True, blank=True, help_text="when the mirror last wrote this row")
+
+    class Meta:
+        ordering = ["-enqueued_at"]
+        indexes = [
+            models.Index(fields=["state", "enqueued_at"], name="jc_job_state_time"),
+            models.Index(fields=["queue", "state", "enqueued_at"], name="jc_job_queue_state_time"),
+            models.Index(fields=["task", "enqueued_at"], name="jc_job_task_time"),
+            models.Index(fields=["enqueued_at"], name="jc_job_enqueued"),
+            models.Index(fields=["state", "finished_at"], name="jc_job_state_finished"),
+            models.Index(fields=["unique_key"], name="jc_job_unique_key"),
+        ]
+        permissions = [
+            ("operate_job", "Can retry, cancel and edit jobs"),
+            ("purge_job", "Can delete jobs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.id} ({self.state})"
+
+    @property
+    def params_data(self) -> Any:
+        return _loads(self.params)
+
+    @property
+    def is_waiting(self) -> bool:
+        return JobState(self.state).is_waiting
+
+
+class Attempt(models.Model):
+    """One attempt, in the order Redis recorded them (`number` is the position in the job's history)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="history", db_constraint=True)
+    number = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(default=0, help_text="the job's attempt count when it ran")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    host = models.CharField(max_length=200, blank=True, default="")
+    pid = models.IntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="seconds")
+    outcome = models.CharField(max_length=32)
+    error_class = models.CharField(max_length=200, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    traceback = models.TextField(blank=True, default="")
+    top_frame = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="jc_attempt_job_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of {self.job_id}: {self.outcome}"
+
+
+class DeadLetter(models.Model):
+    """One death of a job: when and why, grouped by fingerprint; who brought it back and when.
+
+    It outlives the job's Redis keys (retention) together with the Job row and its attempts; only an
+    explicit purge (or the database retention for dead letters) removes it."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dead_letters")
+    queue = models.CharField(max_length=100)
+    task = models.CharField(max_length=200)
+    version = models.PositiveIntegerField(default=1)
+    died_at = models.DateTimeField()
+    attempts = models.IntegerField(default=0)
+    error_class = models.CharField(max_length=200, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    top_frame = models.CharField(max_length=500, blank=True, default="")
+    fingerprint = models.CharField(max_length=16, help_text="hash of the error class and the top user frame")
+    resubmitted_at = models.DateTimeField(null=True, blank=True)
+    resubmitted_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["-died_at"]
+        constraints = [models.UniqueConstraint(fields=["job", "died_at"], name="jc_deadletter_job_died")]
+        indexes = [
+            models.Index(fields=["fingerprint", "died_at"], name="jc_dl_fingerprint"),
+            models.Index(fields=["queue", "died_at"], name="jc_dl_queue"),
+            models.Index(fields=["task", "version", "died_at"], name="jc_dl_task"),
+        ]
+        permissions = [
+            ("operate_deadletter", "Can resubmit dead letters"),
+            ("purge_deadletter", "Can purge dead letters"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.job_id} died {self.died_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.resubmitted_at is None
+
+
+class Queue(models.Model):
+    name = models.CharField(max_length=100, primary_key=True)
+    paused = models.BooleanField(default=False)
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("operate_queue", "Can pause and resume queues")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AuditLog(models.Model):
+    """Every operator action: who, what, on which jobs or filter, how many, when, and why."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=150, help_text="username, or the command for shell actions")
+    action = models.CharField(max_length=50, db_index=True)
+    queue = models.CharField(max_length=100, blank=True, default="")
+    job_ids = models.JSONField(default=list, blank=True)
+    filter = models.JSONField(default=dict, blank=True, help_text="the selection, for filter-based actions")
+    count = models.IntegerField(default=0, help_text="jobs the action applied to")
+    refused = models.IntegerField(default=0, help_text="jobs it could not apply to (moved on meanwhile)")
+    reason = models.TextField(blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        verbose_name = "audit record"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} ({self.count})"
+
+
+class MirrorCursor(models.Model):
+    """The last events-stream entry applied per queue, committed with the rows it produced."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    last_id = models.CharField(max_length=40, default="0-0")
+    events = models.BigIntegerField(default=0, help_text="events applied so far")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.queue}@{self.last_id}"
+
+
+class MirrorResync(models.Model):
+    """A full resynchronisation of one queue from Redis (first sight, trimmed events, Redis rewound)."""
+
+    at = models.DateTimeField(auto_now_add=True)
+    queue = models.CharField(max_length=100)
+    reason = models.CharField(max_length=40)
+    from_id = models.CharField(max_length=40, blank=True, default="")
+    to_id = models.CharField(max_length=40, blank=True, default="")
+    jobs = models.IntegerField(default=0, help_text="jobs read from Redis")
+    missing = models.IntegerField(default=0, help_text="rows no longer in Redis, marked in_redis=false")
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"resync {self.queue} ({self.reason})"
+
+
+class MirrorLease(models.Model):
+    """The database half of the mirror's leadership: every batch updates this row only if it still holds
+    `token`, so a deposed leader's late batch rolls back instead of overwriting newer rows."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    token = models.CharField(max_length=64)
+    holder = models.CharField(max_length=200, blank=True, default="")
+    acquired_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder}"
+
+
+class OutboxEntry(models.Model):
+    """A job enqueued inside the application's transaction, published to Redis after commit."""
+
+    id = models.CharField(max_length=26, primary_key=True, help_text="the job's id (ULID), fixed before publishing")
+    task = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, blank=True, default="")
+    spec = models.JSONField(help_text="the JobSpec fields (delays already turned into run_at)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, blank=True, default="", help_text="created, exists or duplicate")
+    tries = models.IntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["created_at"]
+        verbose_name_plural = "outbox entries"
+        indexes = [models.Index(fields=["published_at", "created_at"], name="jc_outbox_unpublished")]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.id}"
+
+
+def _loads(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,116 @@
+"""Fixtures and checks shared by the mirror, admin, outbox and cleaner tests (database tests).
+
+Import the fixtures into a test module with `from tests.mirror_fixtures import *  # noqa: F403`."""
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import tests.tasks  # noqa: F401  (registers the test tasks)
+from jobconsole.core import Client, Worker, default_registry
+from jobconsole.core.keys import queue_keys
+from jobconsole.mirror.loop import Mirror
+from jobconsole.mirror.rows import ms
+
+
+def _clear_caches() -> None:
+    from jobconsole import conf, engine
+
+    conf.get_config.cache_clear()
+    engine.get_redis.cache_clear()
+    engine.get_client.cache_clear()
+
+
+@pytest.fixture
+def engine_settings(settings: Any, r: "redis.Redis", redis_url: str) -> Iterator[Any]:
+    """Point the Django layer (engine.get_client, the mirror, the outbox) at the test Redis."""
+    settings.JOBCONSOLE = {
+        **settings.JOBCONSOLE,
+        "REDIS_URL": redis_url,
+        "MIRROR": {**settings.JOBCONSOLE.get("MIRROR", {}), "BLOCK_MS": 20},
+    }
+    _clear_caches()
+    yield settings
+    _clear_caches()
+
+
+@pytest.fixture
+def client(engine_settings: Any) -> Client:
+    from jobconsole.engine import get_client
+
+    return get_client()
+
+
+@pytest.fixture
+def mirror(engine_settings: Any, r: "redis.Redis") -> Mirror:
+    return Mirror(r, batch=200, block_ms=20)
+
+
+def run_worker(r: "redis.Redis", queues: list[str], **options: Any) -> int:
+    worker = Worker(
+        r, queues, default_registry, concurrency=options.pop("concurrency", 4), burst=True, maintenance=False,
+        **options,
+    )  # fmt: skip
+    return worker.run()
+
+
+def redis_jobs(r: "redis.Redis") -> dict[str, dict[str, Any]]:
+    """Every job Redis holds, as the fields the mirror must reproduce."""
+    out: dict[str, dict[str, Any]] = {}
+    for queue in r.smembers("jc:{meta}:queues"):
+        k = queue_keys(queue)
+        ids: set[str] = set()
+        for key in (k.ready, k.scheduled, k.active, *k.terminal_sets.values()):
+            ids |= set(r.zrange(key, 0, -1))
+        for job_id in ids:
+            h = r.hgetall(k.job(job_id))
+            if not h:
+                continue
+            history = r.lrange(k.attempts(job_id), 0, -1)
+            out[job_id] = {
+                "queue": queue, "task": h.get("task"), "state": h.get("state"), "params": h.get("params"),
+                "result": h.get("result", ""), "attempts": int(h.get("attempts", 0)),
+                "priority": int(h.get("priority", 0)), "finished_at": ms(h.get("finished_at")),
+                "run_at": ms(h.get("run_at") or h.get("enqueued_at")),
+                "history": [json.loads(a)["outcome"] for a in history],
+            }  # fmt: skip
+    return out
+
+
+def db_jobs() -> dict[str, dict[str, Any]]:
+    from jobconsole.models import Job
+
+    out: dict[str, dict[str, Any]] = {}
+    for job in Job.objects.filter(in_redis=True).prefetch_related("history"):
+        out[job.id] = {
+            "queue": job.queue, "task": job.task, "state": job.state, "params": job.params, "result": job.result,
+            "attempts": job.attempts, "priority": job.priority, "finished_at": job.finished_at,
+            "run_at": job.run_at, "history": [a.outcome for a in job.history.all()],
+        }  # fmt: skip
+    return out
+
+
+def assert_db_matches_redis(r: "redis.Redis") -> None:
+    in_redis, in_db = redis_jobs(r), db_jobs()
+    assert set(in_db) == set(in_redis), (
+        f"only in db: {sorted(set(in_db) - set(in_redis))}; only in redis: {sorted(set(in_redis) - set(in_db))}"
+    )
+    for job_id, expected in in_redis.items():
+        assert in_db[job_id] == expected, (
+            job_id,
+            {k: (v, expected[k]) for k, v in in_db[job_id].items() if v != expected[k]},
+        )
+
+
+def database_url() -> str:
+    """A DATABASE_URL for subprocesses, pointing at the test database pytest-django created."""
+    from django.db import connection
+
+    d = connection.settings_dict
+    if d["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{d['NAME']}"
+    auth = d["USER"] + (f":{d['PASSWORD']}" if d.get("PASSWORD") else "")
+    return f"postgres://{auth}@{d['HOST'] or '127.0.0.1'}:{d['PORT'] or 5432}/{d['NAME']}"

@@ -1,0 +1,268 @@
+"""The database mirror: events applied in batches, idempotently; crashes, trimmed streams, leaders."""
+
+import random
+import subprocess
+import time
+
+import pytest
+
+from jobconsole.core import keys
+from jobconsole.core.editing import edit_job
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.maintenance import Maintenance, Retention
+from jobconsole.mirror.loop import GROUP, LostLeadership, Mirror, SimulatedCrash
+from jobconsole.models import Attempt, DeadLetter, Job, MirrorCursor, MirrorResync, Queue
+from tests.conftest import PROJECT, PYTHON, manage_env
+from tests.mirror_fixtures import *  # noqa: F403
+from tests.mirror_fixtures import assert_db_matches_redis, database_url, run_worker
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+def _mixed_workload(client, r, n: int = 40) -> dict[str, str]:
+    """Jobs in every state: completed, dead (with history), retried then completed, scheduled, cancelled,
+    deleted, edited. Returns a few ids by role."""
+    ids = {}
+    for i in range(n):
+        client.enqueue("examples.echo", {"i": i, "text": "héllo <b>"})
+    ids["dead"] = client.enqueue("examples.fail", {"message": "boom"}, max_retries=1).id
+    ids["scheduled"] = client.enqueue("examples.echo", {"later": True}, delay=3600).id
+    ids["cancelled"] = client.enqueue("examples.echo", {"c": 1}, delay=3600).id
+    ids["deleted"] = client.enqueue("examples.echo", {"d": 1}, delay=3600).id
+    client.cancel(ids["cancelled"])
+    client.delete(ids["deleted"])
+    edit_job(client, ids["scheduled"], expected_state="scheduled", priority=5, params={"later": "edited"})
+    run_worker(r, ["examples.echo", "examples.fail"])
+    time.sleep(0.6)  # examples.fail retries after 0.5 s
+    run_worker(r, ["examples.fail"])
+    return ids
+
+
+def _start_mirrored(client, r) -> None:
+    """The mirror has seen both queues (initial resync done), so later changes arrive as events."""
+    client.enqueue("examples.echo", {"first": True})
+    client.enqueue("examples.fail", {"message": "first"}, delay=3600)
+    first = Mirror(r, block_ms=10)
+    first.drain()
+    first.release()
+
+
+def test_mirror_applies_lifecycle(client, mirror, r):
+    ok = client.enqueue("examples.echo", {"x": 1})
+    dead = client.enqueue("examples.fail", {"message": "boom"}, max_retries=0)
+    waiting = client.enqueue("examples.echo", {"x": 2}, delay=3600)
+    mirror.drain()
+    assert Job.objects.get(id=ok.id).state == "queued"
+    run_worker(r, ["examples.echo", "examples.fail"])
+    mirror.drain()
+    assert Job.objects.get(id=ok.id).state == "completed"
+    assert Job.objects.get(id=ok.id).result == '{"x":1}'
+    assert Job.objects.get(id=waiting.id).state == "scheduled"
+    job = Job.objects.get(id=dead.id)
+    assert job.state == "dead"
+    letter = job.dead_letters.get()
+    assert letter.error_class.endswith("ExampleFailure")
+    assert "examples.py" in letter.top_frame and len(letter.fingerprint) == 16
+    assert [a.outcome for a in job.history.all()] == ["failed"]
+    assert MirrorCursor.objects.get(queue="examples.echo").events >= 2  # started, completed
+    assert r.xpending(queue_keys("examples.echo").events, GROUP)["pending"] == 0
+    assert_db_matches_redis(r)
+
+
+def test_mixed_workload_matches_redis_and_requeue_closes_dead_letter(client, mirror, r):
+    ids = _mixed_workload(client, r)
+    mirror.drain()
+    assert_db_matches_redis(r)
+    assert not Job.objects.filter(id=ids["deleted"]).exists()
+    assert Job.objects.get(id=ids["scheduled"]).params == '{"later":"edited"}'
+    assert [a.outcome for a in Attempt.objects.filter(job_id=ids["dead"])] == ["failed", "failed"]
+    client.requeue(ids["dead"], reset_attempts=True)
+    mirror.drain()
+    letter = DeadLetter.objects.get(job_id=ids["dead"])
+    assert letter.resubmitted_at is not None
+    assert Job.objects.get(id=ids["dead"]).state == "queued"
+
+
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+def test_crash_mid_batch_then_restart_loses_nothing(client, r, engine_settings, point):
+    _start_mirrored(client, r)
+    ids = _mixed_workload(client, r, n=120)
+    for crash_on in (1, 2, 3):
+        m = Mirror(r, batch=50, block_ms=10)
+        batches = {"n": 0}
+
+        def fault(at, m=m, batches=batches, crash_on=crash_on):
+            if at == point:
+                batches["n"] += 1
+                if batches["n"] == crash_on:
+                    raise SimulatedCrash
+
+        m.fault = fault
+        with pytest.raises(SimulatedCrash):
+            m.drain()
+        if point == "after_commit":  # committed but never acknowledged: still pending in the group
+            pending = sum(
+                r.xpending(queue_keys(q).events, GROUP)["pending"] for q in ("examples.echo", "examples.fail")
+            )
+            assert pending > 0
+        r.delete(keys.MIRROR_LOCK)  # the dead process's lock would expire
+    Mirror(r, batch=50, block_ms=10).drain()
+    assert_db_matches_redis(r)
+    assert DeadLetter.objects.filter(job_id=ids["dead"]).count() == 1
+    assert MirrorResync.objects.exclude(reason="initial").count() == 0
+
+
+def test_trimmed_stream_is_noticed_and_resynchronised(client, mirror, r):
+    kept = client.enqueue("examples.echo", {"a": 1}, delay=3600)
+    gone = client.enqueue("examples.echo", {"b": 1}, delay=3600)
+    mirror.drain()
+    assert Job.objects.filter(id__in=[kept.id, gone.id]).count() == 2
+    # The mirror is down while these happen, and the stream is trimmed before it comes back.
+    mirror.release()
+    for i in range(30):
+        client.enqueue("examples.echo", {"i": i})
+    client.delete(gone.id)
+    edit_job(client, kept.id, expected_state="scheduled", priority=-3)
+    run_worker(r, ["examples.echo"])
+    r.xtrim(queue_keys("examples.echo").events, maxlen=5, approximate=False)
+    back = Mirror(r, batch=100, block_ms=10)
+    back.drain()
+    resync = MirrorResync.objects.get(queue="examples.echo", reason="gap")
+    assert resync.jobs == 31 and resync.missing == 1
+    assert not Job.objects.filter(id=gone.id).exists()
+    assert Job.objects.get(id=kept.id).priority == -3
+    assert_db_matches_redis(r)
+    # And it goes on normally from there.
+    later = client.enqueue("examples.echo", {"after": 1})
+    back.drain()
+    assert Job.objects.filter(id=later.id).exists()
+
+
+def test_trimmed_pending_entries_are_a_gap_too(client, r, engine_settings):
+    client.enqueue("examples.echo", {"first": True})
+    m = Mirror(r, batch=10, block_ms=10)
+    m.drain()
+    for i in range(20):
+        client.enqueue("examples.echo", {"i": i})
+
+    def fault(at):
+        if at == "before_commit":
+            raise SimulatedCrash
+
+    m.fault = fault
+    with pytest.raises(SimulatedCrash):
+        m.drain()  # 10 entries delivered to the group (pending), none committed
+    assert r.xpending(queue_keys("examples.echo").events, GROUP)["pending"] == 10
+    r.xtrim(queue_keys("examples.echo").events, maxlen=0, approximate=False)
+    r.delete(keys.MIRROR_LOCK)
+    Mirror(r, batch=10, block_ms=10).drain()
+    assert MirrorResync.objects.filter(reason="gap").exists()
+    assert_db_matches_redis(r)
+
+
+def test_expired_jobs_and_dead_letters_outlive_redis(client, mirror, r):
+    dead = client.enqueue("examples.fail", {"message": "x"}, max_retries=0)
+    done = client.enqueue("examples.echo", {"y": 1})
+    run_worker(r, ["examples.fail", "examples.echo"])
+    mirror.drain()
+    Maintenance(r, retention=Retention(completed=0, dead=0, failed=0, cancelled=0, dropped=0)).trim("examples.fail")
+    Maintenance(r, retention=Retention(completed=0, dead=0, failed=0, cancelled=0, dropped=0)).trim("examples.echo")
+    assert not r.exists(queue_keys("examples.fail").job(dead.id))
+    mirror.drain()
+    job = Job.objects.get(id=dead.id)
+    assert job.in_redis is False and job.state == "dead"
+    assert job.dead_letters.count() == 1 and job.history.count() == 1
+    assert Job.objects.get(id=done.id).in_redis is False
+    assert_db_matches_redis(r)
+
+
+def test_pause_and_resume_are_mirrored(client, mirror, r):
+    client.enqueue("examples.echo", {})
+    mirror.drain()
+    client.pause("examples.echo")
+    mirror.drain()
+    assert Queue.objects.get(name="examples.echo").paused is True
+    client.resume("examples.echo")
+    mirror.drain()
+    assert Queue.objects.get(name="examples.echo").paused is False
+
+
+def test_a_deposed_leader_cannot_write(client, r, engine_settings):
+    client.enqueue("examples.echo", {"y": 1})
+    first = Mirror(r, block_ms=10)
+    first.drain()
+    job = client.enqueue("examples.echo", {"z": 1})
+    r.delete(keys.MIRROR_LOCK)  # the first leader froze past its lock's TTL
+    second = Mirror(r, block_ms=10)
+    assert second.lead()
+    # The frozen leader wakes up believing it still leads, with a batch in hand.
+    first._renewed = time.monotonic()
+    with pytest.raises(LostLeadership):
+        first.drain()
+    assert not Job.objects.filter(id=job.id).exists()
+    second.drain()
+    assert Job.objects.filter(id=job.id).exists()
+
+
+def test_redis_losing_the_stream_resyncs(client, mirror, r):
+    job = client.enqueue("examples.echo", {"q": 1})
+    mirror.drain()
+    r.flushall()  # Redis restarted without its data
+    r.sadd(keys.QUEUES, "examples.echo")
+    mirror.drain()
+    assert MirrorResync.objects.filter(reason__in=["stream-lost", "redis-rewound"]).exists()
+    assert Job.objects.get(id=job.id).in_redis is False
+    assert_db_matches_redis(r)
+
+
+@pytest.mark.slow
+def test_runmirror_killed_at_random_points_converges(client, r, redis_url, tmp_path, engine_settings):
+    _start_mirrored(client, r)
+    _mixed_workload(client, r, n=300)
+    env = manage_env(redis_url, tmp_path, DATABASE_URL=database_url(), JOBCONSOLE_MIRROR_LOCK_TTL="0.5")
+    cmd = [PYTHON, str(PROJECT / "manage.py"), "runmirror", "--batch", "40"]
+    rng = random.Random(4)
+    for fault in ("before_commit:2", "after_commit:3", "", "", "after_commit:1", ""):
+        proc = subprocess.Popen(cmd, env={**env, "JOBCONSOLE_MIRROR_FAULT": fault}, cwd=PROJECT)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.5))
+        except subprocess.TimeoutExpired:
+            proc.kill()  # SIGKILL wherever it is
+            proc.wait()
+        if rng.random() < 0.5:
+            client.enqueue("examples.echo", {"more": rng.random()})
+        time.sleep(0.6)  # the killed leader's lock expires
+    done = subprocess.run([*cmd, "--burst"], env=env, cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert_db_matches_redis(r)
+    assert MirrorResync.objects.exclude(reason="initial").count() == 0
+
+
+@pytest.mark.slow
+def test_runworker_runs_the_mirror(client, r, redis_url, tmp_path):
+    job = client.enqueue("examples.sleep", {"seconds": 1.5})
+    env = manage_env(redis_url, tmp_path, DATABASE_URL=database_url())
+    done = subprocess.run(
+        [PYTHON, str(PROJECT / "manage.py"), "runworker", "--queues", "examples.sleep", "--burst"],
+        env=env, cwd=PROJECT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert Job.objects.filter(id=job.id).exists()
+
+
+def test_job_already_final_when_first_seen_keeps_its_history(client, mirror, r):
+    """A lagging mirror reads a job's hash for its 'enqueued' event when it has already died: the row is
+    written final with its history then, and the later events of that job are skipped, not lost."""
+    client.enqueue("examples.fail", {"message": "warm-up"}, delay=3600)
+    mirror.drain()
+    job = client.enqueue("examples.fail", {"message": "late"}, max_retries=0)
+    mirror.batch = 1  # the 'enqueued' event alone in the first batch
+    mirror.step()
+    run_worker(r, ["examples.fail"])
+    mirror.step()  # still only the old 'enqueued' event (not yet: the worker ran after the read)
+    mirror.batch = 1000
+    mirror.drain()
+    row = Job.objects.get(id=job.id)
+    assert row.state == "dead" and [a.outcome for a in row.history.all()] == ["failed"]
+    assert row.dead_letters.count() == 1
+    assert_db_matches_redis(r)

@@ -1,0 +1,113 @@
+"""Transactional enqueue: both or neither; published after commit; a crash after commit still publishes
+exactly one job; publishing twice never makes two jobs."""
+
+import subprocess
+import textwrap
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+
+from jobconsole import outbox
+from jobconsole.core import InvalidJob
+from jobconsole.core.keys import queue_keys
+from jobconsole.models import AuditLog, Job, OutboxEntry
+from tests.conftest import PROJECT, PYTHON, manage_env
+from tests.mirror_fixtures import *  # noqa: F403
+from tests.mirror_fixtures import database_url, run_worker
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+def jobs_in_redis(r, queue="examples.echo") -> list[str]:
+    k = queue_keys(queue)
+    return [key.removeprefix(k.job_prefix) for key in r.scan_iter(k.job_prefix + "*") if not key.endswith(":attempts")]
+
+
+def test_rollback_means_no_job(client, r):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        AuditLog.objects.create(actor="app", action="order")  # the application's own row
+        outbox.enqueue("examples.echo", {"order": 1})
+        raise RuntimeError("payment declined")
+    assert not AuditLog.objects.exists() and not OutboxEntry.objects.exists()
+    assert jobs_in_redis(r) == []
+
+
+def test_commit_publishes_once(client, r):
+    with transaction.atomic():
+        AuditLog.objects.create(actor="app", action="order")
+        job_id = outbox.enqueue("examples.echo", {"order": 2}, delay=60)
+        assert jobs_in_redis(r) == []  # nothing is visible before the commit
+    assert jobs_in_redis(r) == [job_id]
+    entry = OutboxEntry.objects.get(id=job_id)
+    assert entry.published_at is not None and entry.status == "created"
+    assert r.hget(queue_keys("examples.echo").job(job_id), "state") == "scheduled"
+    # The relay and a second publish find nothing to do, and never a second job.
+    assert outbox.relay(older_than=0) == 0
+    OutboxEntry.objects.filter(id=job_id).update(published_at=None)
+    assert outbox.publish([job_id]) == 1
+    assert OutboxEntry.objects.get(id=job_id).status == "exists"
+    assert jobs_in_redis(r) == [job_id]
+
+
+def test_invalid_job_fails_inside_the_transaction(client, r):
+    with pytest.raises(InvalidJob), transaction.atomic():
+        outbox.enqueue("no.such.task", {})
+    with pytest.raises(InvalidJob), transaction.atomic():
+        outbox.enqueue("examples.echo", {"x": float("nan")})
+    assert not OutboxEntry.objects.exists()
+
+
+def test_redis_down_at_publish_is_relayed_later(client, r, monkeypatch):
+    def broken(*args, **kwargs):
+        import redis
+
+        raise redis.ConnectionError("down")
+
+    monkeypatch.setattr(type(client), "enqueue_many", broken)
+    with transaction.atomic():
+        job_id = outbox.enqueue("examples.echo", {"later": 1})
+    entry = OutboxEntry.objects.get(id=job_id)
+    assert entry.published_at is None and entry.tries == 1 and "down" in entry.last_error
+    monkeypatch.undo()
+    assert outbox.relay(older_than=0) == 1
+    assert jobs_in_redis(r) == [job_id]
+
+
+def test_crash_after_commit_publishes_exactly_one_job(client, r, redis_url, tmp_path):
+    """A real process commits, then dies before its on-commit publish runs; the relay publishes it once."""
+    script = textwrap.dedent("""
+        import os, django
+        django.setup()
+        from django.db import transaction
+        from jobconsole import outbox
+        from jobconsole.models import AuditLog
+        with transaction.atomic():
+            transaction.on_commit(lambda: os._exit(9))  # runs first: dies between commit and publish
+            AuditLog.objects.create(actor="app", action="order")
+            print(outbox.enqueue("examples.echo", {"crash": 1}), flush=True)
+    """)
+    env = manage_env(redis_url, tmp_path, DATABASE_URL=database_url())
+    done = subprocess.run([PYTHON, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 9, done.stderr
+    job_id = done.stdout.strip()
+    assert AuditLog.objects.filter(action="order").count() == 1  # committed
+    assert OutboxEntry.objects.get(id=job_id).published_at is None
+    assert jobs_in_redis(r) == []
+    for _ in range(2):  # two relays (or a relay racing a late publish) still make one job
+        call_command("relayoutbox", "--once", "--older-than", "0")
+    assert jobs_in_redis(r) == [job_id]
+    assert OutboxEntry.objects.get(id=job_id).published_at is not None
+
+
+def test_relay_never_resends_a_job_the_mirror_already_saw(client, mirror, r):
+    """Published, never marked, then the job ran and Redis forgot it: the relay must not run it again."""
+    with transaction.atomic():
+        job_id = outbox.enqueue("examples.echo", {"once": 1})
+    run_worker(r, ["examples.echo"])
+    mirror.drain()
+    OutboxEntry.objects.filter(id=job_id).update(published_at=None)  # the mark was lost
+    r.delete(queue_keys("examples.echo").job(job_id), queue_keys("examples.echo").job(job_id) + ":attempts")
+    assert outbox.relay(older_than=0) == 0
+    assert jobs_in_redis(r) == [] and Job.objects.get(id=job_id).state == "completed"
+    assert OutboxEntry.objects.get(id=job_id).status == "exists"
