@@ -3,7 +3,6 @@ a private redis-server (unless REDIS_URL is set), gunicorn on 127.0.0.1:$PORT (8
 Ctrl-C (or SIGTERM) stops them all; if one of them dies, the others are stopped too."""
 
 import os
-import secrets
 import selectors
 import shutil
 import signal
@@ -34,22 +33,10 @@ def pick_redis_port() -> int:
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, text=True, capture_output=True)
-
-
-def ensure_admin(env: dict[str, str]) -> None:
-    """Create the `admin` superuser on first run and print its password once (only its hash is kept)."""
-    check = "from django.contrib.auth import get_user_model as u; print(u().objects.filter(is_superuser=True).exists())"
-    if manage("shell", "-c", check, env=env).stdout.strip() == "True":
-        return
-    password = secrets.token_urlsafe(12)
-    create = (
-        "from django.contrib.auth import get_user_model as u; "
-        f"u().objects.create_superuser('admin', 'admin@localhost', {password!r})"
-    )
-    manage("shell", "-c", create, env=env)
-    banner = f"Admin account created -- user: admin  password: {password}  (shown once; keep it)"
-    print("\n" + "=" * len(banner) + "\n" + banner + "\n" + "=" * len(banner) + "\n", flush=True)
+    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, text=True, capture_output=True)
+    if result.returncode != 0:
+        sys.exit(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result
 
 
 def wait_for_redis(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -66,8 +53,17 @@ def wait_for_redis(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 def main() -> int:
     VAR.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "jobconsole.settings"}
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        return start(procs)
+    finally:
+        for proc in procs.values():  # whatever went wrong, leave nothing running behind us
+            if proc.poll() is None:
+                proc.kill()
+
+
+def start(procs: dict[str, subprocess.Popen[bytes]]) -> int:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "jobconsole.settings"}
 
     if not os.environ.get("REDIS_URL"):
         binary = shutil.which("redis-server")
@@ -90,7 +86,7 @@ def main() -> int:
 
     manage("migrate", "--noinput", env=env)
     manage("collectstatic", "--noinput", env=env)
-    ensure_admin(env)
+    print(manage("ensureadmin", env=env).stdout, end="", flush=True)
     port = os.environ.get("PORT", "8000")
     procs["web"] = subprocess.Popen(
         [PYTHON, "-m", "gunicorn", "jobconsole.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
