@@ -11,20 +11,45 @@ local out = {now, -1}
 promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
 if redis.call('EXISTS', KEYS[4]) == 0 and want > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[1], want)
-  for p = 1, #popped, 2 do
-    local job_id = popped[p]
-    local job_key = prefix .. job_id
-    if redis.call('EXISTS', job_key) == 1 then
-      local attempt = redis.call('HINCRBY', job_key, 'attempts', 1)
-      local token = worker .. ':' .. redis.call('INCR', KEYS[7])
-      local f = redis.call('HMGET', job_key, 'lease_ms', 'ready_at', 'task', 'enqueued_at')
-      redis.call('HSET', job_key, 'state', 'running', 'token', token, 'worker', worker, 'host', host,
-                 'pid', pid, 'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0)
-      redis.call('ZADD', KEYS[3], now + tonumber(f[1] or 30000), job_id)
-      emit(KEYS[5], maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
-      count(KEYS[8], now, 'started', f[3] or '')
-      count(KEYS[8], now, 'wait_ms', f[3] or '', now - (tonumber(f[2]) or tonumber(f[4]) or now))
-      out[#out + 1] = redis.call('HGETALL', job_key)
+  local n = #popped / 2
+  if n > 0 then
+    -- One block of the queue's sequence numbers makes every lease token unique.
+    local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
+    local started, waited = {}, {}
+    for p = 1, #popped, 2 do
+      local job_id = popped[p]
+      local job_key = prefix .. job_id
+      local flat = redis.call('HGETALL', job_key)
+      if #flat > 0 then
+        local h = {}
+        for f = 1, #flat, 2 do h[flat[f]] = flat[f + 1] end
+        seq = seq + 1
+        local attempt = (tonumber(h.attempts) or 0) + 1
+        local token = worker .. ':' .. seq
+        local updates = {attempts = attempt, state = 'running', token = token, worker = worker, host = host,
+                         pid = pid, started_at = now, heartbeat_at = now, cancel_requested = 0}
+        local hset = {'HSET', job_key}
+        for field, value in pairs(updates) do
+          hset[#hset + 1] = field
+          hset[#hset + 1] = value
+          if h[field] == nil then flat[#flat + 1] = field; flat[#flat + 1] = value end
+        end
+        for f = 1, #flat, 2 do  -- the reply carries the updated values
+          local value = updates[flat[f]]
+          if value ~= nil then flat[f + 1] = value end
+        end
+        redis.call(unpack(hset))
+        redis.call('ZADD', KEYS[3], now + tonumber(h.lease_ms or 30000), job_id)
+        emit(KEYS[5], maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
+        local task = h.task or ''
+        started[task] = (started[task] or 0) + 1
+        waited[task] = (waited[task] or 0) + now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
+        out[#out + 1] = flat
+      end
+    end
+    for task, c in pairs(started) do
+      count(KEYS[8], now, 'started', task, c)
+      count(KEYS[8], now, 'wait_ms', task, waited[task])
     end
   end
 end

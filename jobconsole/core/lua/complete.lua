@@ -4,28 +4,40 @@
 -- then per job: id, token, result (JSON), runtime_ms
 -- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
 -- (the lease was lost; this worker must not overwrite the new owner's result).
-local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local out = {}
+local completed, runtime = {}, {}
 for j = 0, n - 1 do
-  local job_id, token, result, runtime = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
+  local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
   local job_key = prefix .. job_id
-  local f = redis.call('HMGET', job_key, 'token', 'state', 'task')
+  local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'worker', 'host', 'pid',
+                       'started_at', 'unique_key')
   if f[1] ~= token then
     out[#out + 1] = 0
   elseif f[2] ~= 'running' then
     out[#out + 1] = (f[2] == 'completed') and 2 or 0
   else
-    local entry = close_attempt(job_key, now, 'completed')
+    local entry = cjson.encode({
+      attempt = tonumber(f[4]) or 0, worker = f[5] or '', host = f[6] or '', pid = tonumber(f[7]) or 0,
+      started_at = tonumber(f[8]) or 0, ended_at = now, outcome = 'completed',
+    })
+    redis.call('RPUSH', job_key .. ':attempts', entry)
     redis.call('HSET', job_key, 'state', 'completed', 'finished_at', now, 'result', result)
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('ZADD', KEYS[2], now, job_id)
-    release_unique(KEYS[3], job_key, job_id)
+    local ukey = f[9]
+    if ukey and ukey ~= '' and redis.call('HGET', KEYS[3], ukey) == job_id then redis.call('HDEL', KEYS[3], ukey) end
     finish(job_key, ttl)
     emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
-    count(KEYS[5], now, 'completed', f[3] or '')
-    count(KEYS[5], now, 'runtime_ms', f[3] or '', tonumber(runtime) or 0)
+    local task = f[3] or ''
+    completed[task] = (completed[task] or 0) + 1
+    runtime[task] = (runtime[task] or 0) + (tonumber(ms) or 0)
     out[#out + 1] = 1
   end
+end
+for task, c in pairs(completed) do
+  count(KEYS[5], now, 'completed', task, c)
+  count(KEYS[5], now, 'runtime_ms', task, runtime[task])
 end
 return out
