@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test bootstrap lint typecheck pytest test-db clean
+.PHONY: run test bootstrap lint typecheck pytest test-db chaos clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -25,6 +25,16 @@ pytest:
 # The database tests again, against DATABASE_URL (CI points it at PostgreSQL).
 test-db: bootstrap
 	$(PY) -m pytest -q -m db $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5 = no database tests collected
+
+# The chaos suite at full volume (a few minutes; its quick version runs inside `make test`).
+# CHAOS_ARGS e.g. "--scenario kill_loop --seed 7 --keep".
+chaos: bootstrap
+	$(PY) -m chaos.run $(CHAOS_ARGS)
+
+# Jobconsole against Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in var/bench/).
+bench: bootstrap
+	bash bench/setup_peers.sh
+	$(PY) bench/run_peers.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv var .mypy_cache .ruff_cache .pytest_cache

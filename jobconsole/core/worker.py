@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 REGISTRY_TTL_S = 30  # a worker hash outlives its last heartbeat by this much
 REGISTRY_EVERY_S = 2.0
-PREFETCH_BELOW_MS = 20.0
+PREFETCH_BELOW_MS = 20.0  # prefetch only while the average task takes less than this
+PREFETCH_FACTOR = 2  # then claim up to concurrency * (1 + this): bigger batches, fewer round trips
 
 
 class Worker:
@@ -85,7 +86,6 @@ class Worker:
         self._threads_stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jc-task")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._batch_min = max(1, concurrency // 2)
         self._orphans_possible = False  # a claim may have run without its reply reaching us
         self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
         self._next_due_ms: int = -1
@@ -177,12 +177,7 @@ class Worker:
                     continue
                 if self._orphans_possible:
                     self._release_orphans()
-                free = self._claimable()
-                if 0 < free < self._batch_min and len(self.running) > len(self._pending):
-                    # Let a few more jobs finish, so that one round trip reports them and claims successors.
-                    self._wait_for_results(0.002)
-                    self._collect()
-                    free = self._claimable()
+                free = self._gather()
                 if self._exchange(free):
                     backoff = 0.1
                     continue
@@ -201,7 +196,20 @@ class Worker:
     def _prefetch(self) -> int:
         """Extra jobs to claim ahead while tasks are short: fewer round trips per job. Long tasks get no
         prefetch, so a claimed job never waits long behind another while other workers sit idle."""
-        return self.concurrency if self._avg_runtime_ms < PREFETCH_BELOW_MS else 0
+        return PREFETCH_FACTOR * self.concurrency if self._avg_runtime_ms < PREFETCH_BELOW_MS else 0
+
+    def _gather(self, window: float = 0.002) -> int:
+        """While few slots are free and jobs are still running, let more of them finish (at most
+        `window` seconds), so that one round trip reports many outcomes and claims their successors."""
+        deadline = time.monotonic() + window
+        half = (self.concurrency + self._prefetch()) // 2
+        while True:
+            free = self._claimable()
+            remaining = deadline - time.monotonic()
+            if free >= half or len(self.running) <= len(self._pending) or remaining <= 0:
+                return free
+            self._wait_for_results(remaining)
+            self._collect()
 
     def _release_orphans(self) -> None:
         """After a connection error: give back jobs Redis leased to us in a claim whose reply was lost."""

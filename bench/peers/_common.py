@@ -1,0 +1,527 @@
+"""Shared harness for the peer adapters in bench/peers/<name>_bench.py.
+
+Each adapter runs under its peer's own venv python and defines a ``PEER``
+(:class:`Peer`) plus the task its worker executes.  This module supplies the
+rest, identically for every peer:
+
+* the CLI (``--redis-url --jobs --workers --mode``) and the one-line JSON result,
+* the task-side bookkeeping (one INCR per job, timestamps pushed to a list),
+* starting the peer's real worker CLI and always killing it afterwards,
+* the four measurements (enqueue_single, enqueue_bulk, throughput, latency).
+
+Throughput method (the same for every peer): all jobs are enqueued first with
+no worker running, then the worker CLI is started.  The clock runs from the
+(N/100)-th job completion to the N-th, both timestamped inside the task, so
+interpreter start-up, imports and the start skew between two worker processes
+are excluded and only steady-state processing is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import logging
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import redis
+
+PEERS_DIR = Path(__file__).resolve().parent
+DEFAULT_LOG_DIR = PEERS_DIR.parent.parent / "var" / "bench" / "logs"
+
+# Harness keys live outside every peer's namespace.
+COUNTER_KEY = "bench:counter"
+MARKS_KEY = "bench:marks"
+LATENCY_KEY = "bench:latency"
+
+# Environment passed to worker processes (they import the adapter module).
+ENV_URL = "BENCH_REDIS_URL"
+ENV_MARK_AT = "BENCH_MARK_AT"
+
+MODES = ("enqueue_single", "enqueue_bulk", "throughput", "latency")
+BULK_BATCH = 1000  # jobs per bulk call: realistic size, bounded memory
+LATENCY_GAP_S = (0.02, 0.06)  # idle time before each latency sample
+STALL_TIMEOUT_S = 60.0  # no progress for this long means the run failed
+STOP_GRACE_S = 5.0
+
+THROUGHPUT_METHOD = (
+    "jobs pre-enqueued with no worker running, then the worker CLI is started; "
+    "rate = (N - N/100) / (t[N] - t[N/100]) with t[k] stamped in the task at the "
+    "k-th completion (excludes start-up and 2-worker start skew)"
+)
+LATENCY_METHOD = (
+    "one idle worker; each sample waits a random 20-60 ms, stamps time.time() "
+    "right before the peer's enqueue call and the task stamps its start; "
+    "latency = task start - enqueue call"
+)
+
+
+# --------------------------------------------------------------------------
+# Task side: runs inside the peer's worker processes.
+# --------------------------------------------------------------------------
+
+
+def redis_url() -> str:
+    """URL of the benchmark Redis, set by the adapter before anything imports it."""
+    return os.environ[ENV_URL]
+
+
+_CLIENTS: dict[int, redis.Redis] = {}
+
+
+def task_client() -> redis.Redis:
+    """One bookkeeping client per process (workers may fork after import)."""
+    pid = os.getpid()
+    client = _CLIENTS.get(pid)
+    if client is None:
+        client = _CLIENTS[pid] = redis.Redis.from_url(redis_url())
+    return client
+
+
+@functools.cache
+def _marks() -> frozenset[int]:
+    """Completion counts at which the task pushes a timestamp (set by the harness)."""
+    raw = os.environ.get(ENV_MARK_AT, "")
+    return frozenset(int(v) for v in raw.split(",") if v)
+
+
+def record_job(client: redis.Redis, t_enq: float | None) -> None:
+    """The benchmark task body: a no-op plus one INCR of bookkeeping.
+
+    Latency probes (t_enq given) push their pick-up delay instead; the
+    throughput run's two marker completions also push a timestamp.
+    """
+    started = time.time()
+    if t_enq is not None:
+        client.rpush(LATENCY_KEY, repr(started - t_enq))
+        return
+    done = client.incr(COUNTER_KEY)
+    if done in _marks():
+        client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
+
+
+async def record_job_async(client: Any, t_enq: float | None) -> None:
+    """Same as :func:`record_job` for asyncio peers (redis.asyncio client)."""
+    started = time.time()
+    if t_enq is not None:
+        await client.rpush(LATENCY_KEY, repr(started - t_enq))
+        return
+    done = await client.incr(COUNTER_KEY)
+    if done in _marks():
+        await client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
+
+
+# --------------------------------------------------------------------------
+# Adapter side: what each peer module provides.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What an adapter tells the harness about its peer."""
+
+    name: str
+    version: str
+    enqueue_single: Callable[[int], None]  # enqueue n jobs, one API call each
+    enqueue_probe: Callable[[], None]  # enqueue one latency job, stamped just before the call
+    worker_commands: Callable[[int], list[list[str]]]  # argv per OS process for N workers
+    config: Callable[[int], dict[str, Any]]  # settings reported in the JSON "config"
+    enqueue_bulk: Callable[[int], None] | None = None  # None: the peer has no bulk API
+    bulk_api: str = ""  # which call enqueue_bulk uses, and whether it batches round trips
+
+
+def venv_bin(name: str) -> str:
+    """A console script installed next to the running (venv) interpreter."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def in_batches(n: int, size: int = BULK_BATCH) -> list[int]:
+    """Split n jobs into bulk-call sizes."""
+    return [min(size, n - start) for start in range(0, n, size)]
+
+
+class AsyncRunner:
+    """A private event loop so sync harness code can drive asyncio peers.
+
+    Whole enqueue loops run inside one ``run_until_complete`` so per-call
+    loop overhead is not charged to the peer.
+    """
+
+    def __init__(self) -> None:
+        import asyncio  # only the asyncio peers pay for this import
+
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+
+# --------------------------------------------------------------------------
+# Redis accounting for the harness's own connection.
+# --------------------------------------------------------------------------
+
+
+class CountingRedis(redis.Redis):
+    """Counts the commands this client sends so they can be subtracted."""
+
+    calls = 0  # per instance once incremented; avoids overriding Redis.__init__
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.calls += 1
+        return super().execute_command(*args, **options)
+
+
+def blpop(client: CountingRedis, key: str, timeout: int) -> list[str] | None:
+    """BLPOP one key; the casts paper over redis-py's sync/async shared stubs."""
+    return cast("list[str] | None", client.blpop([key], timeout=timeout))
+
+
+def total_calls(client: CountingRedis) -> int:
+    stats = cast(dict[str, dict[str, Any]], client.info("commandstats"))
+    return sum(int(v["calls"]) for v in stats.values())
+
+
+class CmdWindow:
+    """Redis commands issued by others between start() and stop().
+
+    Redis counts an INFO after it replies, so the opening INFO shows up in the
+    closing snapshot; it and every other harness call in between are removed.
+    Commands run inside Lua scripts are counted, as Redis counts them.
+    """
+
+    def __init__(self, client: CountingRedis) -> None:
+        self.client = client
+        self.before = 0
+        self.own_before = 0
+
+    def start(self) -> None:
+        self.before = total_calls(self.client)
+        self.own_before = self.client.calls
+
+    def stop(self) -> int:
+        own = self.client.calls - self.own_before + 1
+        return total_calls(self.client) - self.before - own
+
+
+class CpuMeter:
+    """CPU used by Redis (INFO cpu) and by our reaped child processes.
+
+    RUSAGE_CHILDREN covers the worker CLIs and every descendant they waited
+    for (pool processes, rq work horses); it includes their start-up.
+    """
+
+    def __init__(self, client: CountingRedis) -> None:
+        self.client = client
+        self.redis0 = 0.0
+        self.children0 = 0.0
+
+    def _redis_cpu(self) -> float:
+        info = cast(dict[str, Any], self.client.info("cpu"))
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    @staticmethod
+    def _children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    def start(self) -> None:
+        self.redis0 = self._redis_cpu()
+        self.children0 = self._children_cpu()
+
+    def redis_s(self) -> float:
+        return self._redis_cpu() - self.redis0
+
+    def children_s(self) -> float:
+        return self._children_cpu() - self.children0
+
+
+# --------------------------------------------------------------------------
+# Worker processes.
+# --------------------------------------------------------------------------
+
+
+def worker_env(mark_at: Sequence[int]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PEERS_DIR), env.get("PYTHONPATH")]))
+    env[ENV_MARK_AT] = ",".join(str(m) for m in mark_at)
+    return env
+
+
+def start_workers(
+    commands: list[list[str]], env: dict[str, str], log_stem: Path, pgid_file: Path | None
+) -> list[subprocess.Popen[bytes]]:
+    """Start each worker CLI in its own process group (covers its children)."""
+    log_stem.parent.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    for i, argv in enumerate(commands):
+        with open(f"{log_stem}-{i}.log", "wb") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=PEERS_DIR,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        procs.append(proc)
+        if pgid_file is not None:  # lets run_peers.py clean up if we are killed
+            with open(pgid_file, "a") as f:
+                f.write(f"{proc.pid}\n")
+    return procs
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every worker group, then SIGKILL whatever is left of it."""
+    for proc in procs:
+        _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        # Also reaps pool children that outlived their parent.
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def check_alive(procs: list[subprocess.Popen[bytes]], log_stem: Path) -> None:
+    if procs and all(p.poll() is not None for p in procs):
+        tail = Path(f"{log_stem}-0.log").read_text(errors="replace")[-1500:]
+        raise RuntimeError(f"all worker processes exited; log tail:\n{tail}")
+
+
+def wait_for_marks(
+    client: CountingRedis, want: set[int], procs: list[subprocess.Popen[bytes]], log_stem: Path
+) -> dict[int, float]:
+    """Block on the marks list until every wanted completion has reported.
+
+    Between marks the counter is polled once a second to detect a stall.
+    """
+    got: dict[int, float] = {}
+    last_count, last_change = -1, time.monotonic()
+    while not want <= got.keys():
+        item = blpop(client, MARKS_KEY, 1)
+        if item is not None:
+            done, ts = item[1].split()
+            got[int(done)] = float(ts)
+            continue
+        count = int(cast("str | None", client.get(COUNTER_KEY)) or 0)
+        if count != last_count:
+            last_count, last_change = count, time.monotonic()
+        elif time.monotonic() - last_change > STALL_TIMEOUT_S:
+            raise RuntimeError(f"no progress for {STALL_TIMEOUT_S:.0f}s at {count} jobs")
+        check_alive(procs, log_stem)
+    return got
+
+
+# --------------------------------------------------------------------------
+# The four modes.
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    peer: Peer
+    client: CountingRedis
+    args: argparse.Namespace
+
+    @property
+    def log_stem(self) -> Path:
+        a = self.args
+        return Path(a.log_dir) / f"{self.peer.name}-{a.mode}-w{a.workers}"
+
+    def timed_enqueue(self, enqueue: Callable[[int], None], jobs: int) -> dict[str, Any]:
+        window = CmdWindow(self.client)
+        window.start()
+        t0 = time.perf_counter()
+        enqueue(jobs)
+        elapsed = time.perf_counter() - t0
+        cmds = window.stop()
+        return {
+            "jobs_per_s": round(jobs / elapsed, 1),
+            "elapsed_s": round(elapsed, 3),
+            "enqueue_cmds_per_job": round(cmds / jobs, 2),
+        }
+
+    def enqueue_single(self) -> dict[str, Any]:
+        return self.timed_enqueue(self.peer.enqueue_single, self.args.jobs)
+
+    def enqueue_bulk(self) -> dict[str, Any]:
+        if self.peer.enqueue_bulk is None:
+            return {"jobs_per_s": None, "note": self.peer.bulk_api}
+        result = self.timed_enqueue(self.peer.enqueue_bulk, self.args.jobs)
+        return {**result, "bulk_api": self.peer.bulk_api, "batch": BULK_BATCH}
+
+    def throughput(self) -> dict[str, Any]:
+        jobs, workers = self.args.jobs, self.args.workers
+        warm = max(1, jobs // 100)
+        enq = self.timed_enqueue(self.peer.enqueue_single, jobs)
+        window, cpu = CmdWindow(self.client), CpuMeter(self.client)
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            window.start()
+            cpu.start()
+            t_spawn = time.time()
+            procs = start_workers(
+                self.peer.worker_commands(workers),
+                worker_env([warm, jobs]),
+                self.log_stem,
+                self.args.pgid_file,
+            )
+            marks = wait_for_marks(self.client, {warm, jobs}, procs, self.log_stem)
+            redis_cpu = cpu.redis_s()
+            worker_cmds = window.stop()
+        finally:
+            stop_workers(procs)
+        worker_cpu = cpu.children_s()
+        harness_cmds = jobs + 2  # the task's INCR per job and the two mark RPUSHes
+        peer_worker_cmds = (worker_cmds - harness_cmds) / jobs
+        span = marks[jobs] - marks[warm]
+        return {
+            "jobs_per_s": round((jobs - warm) / span, 1) if span > 0 else None,
+            "measured_jobs": jobs - warm,
+            "measured_s": round(span, 3),
+            "spawn_to_done_s": round(marks[jobs] - t_spawn, 3),
+            "redis_cmds_per_job": round(enq["enqueue_cmds_per_job"] + peer_worker_cmds, 2),
+            "enqueue_cmds_per_job": enq["enqueue_cmds_per_job"],
+            "worker_cmds_per_job": round(peer_worker_cmds, 2),
+            "enqueue_jobs_per_s": enq["jobs_per_s"],
+            # CPU per job while processing; worker CPU includes its start-up.
+            "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
+            "redis_cpu_us_per_job": round(redis_cpu * 1e6 / jobs, 1),
+            "method": THROUGHPUT_METHOD,
+        }
+
+    def latency(self) -> dict[str, Any]:
+        samples = self.args.samples
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            procs = start_workers(
+                self.peer.worker_commands(self.args.workers),
+                worker_env([1]),
+                self.log_stem,
+                self.args.pgid_file,
+            )
+            # A warm-up job proves the worker is up and consuming.
+            self.peer.enqueue_single(1)
+            wait_for_marks(self.client, {1}, procs, self.log_stem)
+            time.sleep(0.5)
+            delays = self._latency_samples(samples, procs)
+        finally:
+            stop_workers(procs)
+        q = statistics.quantiles(delays, n=100, method="inclusive")
+        return {
+            "samples": samples,
+            "p50_ms": round(q[49], 3),
+            "p95_ms": round(q[94], 3),
+            "p99_ms": round(q[98], 3),
+            "max_ms": round(max(delays), 3),
+            "method": LATENCY_METHOD,
+        }
+
+    def _latency_samples(self, samples: int, procs: list[subprocess.Popen[bytes]]) -> list[float]:
+        rng = random.Random(3)  # same idle gaps for every peer
+        delays: list[float] = []
+        for i in range(samples):
+            time.sleep(rng.uniform(*LATENCY_GAP_S))
+            self.peer.enqueue_probe()
+            item = blpop(self.client, LATENCY_KEY, 30)
+            if item is None:
+                check_alive(procs, self.log_stem)
+                raise RuntimeError(f"latency sample {i} not picked up within 30s")
+            delays.append(float(item[1]) * 1000.0)
+        return delays
+
+
+# --------------------------------------------------------------------------
+# Entry point.
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Benchmark one job-queue peer (one JSON line on stdout).")
+    p.add_argument("--redis-url", required=True, help="a private Redis: it is FLUSHALLed")
+    p.add_argument("--jobs", type=int, default=20000)
+    p.add_argument("--workers", type=int, choices=(1, 2), default=1, help="worker processes")
+    p.add_argument("--mode", choices=MODES, required=True)
+    p.add_argument("--samples", type=int, default=200, help="latency samples")
+    p.add_argument("--log-dir", default=str(DEFAULT_LOG_DIR), help="worker logs")
+    p.add_argument("--pgid-file", type=Path, help="append worker process-group ids here")
+    return p.parse_args(argv)
+
+
+def _raise_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so `finally` blocks stop the workers."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def run_mode(peer: Peer, client: CountingRedis, args: argparse.Namespace) -> dict[str, Any]:
+    run = Run(peer, client, args)
+    return {
+        "enqueue_single": run.enqueue_single,
+        "enqueue_bulk": run.enqueue_bulk,
+        "throughput": run.throughput,
+        "latency": run.latency,
+    }[args.mode]()
+
+
+def main(module_name: str) -> int:
+    """Run one measurement of the adapter module `module_name`, print one JSON line.
+
+    The module is imported by name (not used as __main__) so task names and
+    import paths match what the worker CLI imports.
+    """
+    args = parse_args()
+    os.environ[ENV_URL] = args.redis_url
+    result_out = sys.stdout
+    sys.stdout = sys.stderr  # stdout carries exactly one JSON line
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _raise_on_sigterm()
+    uses_workers = args.mode in ("throughput", "latency")
+    result: dict[str, Any] = {
+        "peer": module_name.removesuffix("_bench"),
+        "mode": args.mode,
+        "workers": args.workers if uses_workers else 0,
+        "jobs": args.jobs if args.mode != "latency" else 0,
+    }
+    rc = 0
+    try:
+        peer: Peer = importlib.import_module(module_name).PEER
+        result.update(peer=peer.name, version=peer.version)
+        client = CountingRedis(connection_pool=redis.ConnectionPool.from_url(args.redis_url, decode_responses=True))
+        client.flushall()  # every run starts from an empty Redis
+        result.update(run_mode(peer, client, args))
+        result["config"] = peer.config(args.workers)
+        result["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a JSON error line
+        traceback.print_exc()
+        result.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        rc = 1
+    print(json.dumps(result), file=result_out, flush=True)
+    return rc

@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Benchmark other Python job queues on one private redis-server (issue 3).
+
+Runs every peer adapter (bench/peers/<name>_bench.py) in every mode with its
+own venv's python, collects their one-line JSON results, prints a table and
+writes var/bench/peers.json.  Stdlib only, so any python3 can run it.
+
+    bash bench/setup_peers.sh             # once; run_peers.py also calls it
+    python3 bench/run_peers.py            # full run, 20,000 jobs
+    python3 bench/run_peers.py --quick --peers huey,rq
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS_DIR = ROOT / "bench" / "peers"
+VAR = ROOT / "var" / "bench"
+RESULTS_FILE = VAR / "peers.json"
+
+FULL_JOBS = 20_000
+QUICK_JOBS = 2_000
+FULL_SAMPLES = 200
+QUICK_SAMPLES = 50
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    python: Path  # interpreter of the venv the adapter needs
+    # Cap on throughput jobs for peers too slow to process the full count in
+    # reasonable time; their per-job cost is steady, so fewer jobs suffice.
+    max_throughput_jobs: int | None = None
+
+    def script(self, name: str) -> Path:
+        return PEERS_DIR / f"{name}_bench.py"
+
+
+VENV_A = VAR / "venv-a" / "bin" / "python"
+VENV_B = VAR / "venv-b" / "bin" / "python"
+
+PEERS: dict[str, PeerSpec] = {
+    "huey": PeerSpec(VENV_A),
+    "dramatiq": PeerSpec(VENV_A),
+    "celery": PeerSpec(VENV_A),
+    # rq forks a work horse per job (~70 jobs/s on the 2-core reference
+    # machine): 20,000 jobs would take 5 minutes per run.
+    "rq": PeerSpec(VENV_A, max_throughput_jobs=2_000),
+    "arq": PeerSpec(VENV_B),
+    "saq": PeerSpec(VENV_B),
+    # Jobconsole plugs in here: bench/peers/jobconsole_bench.py with the same
+    # CLI and JSON line (it can reuse bench/peers/_common.py), run by the
+    # project's own venv.  It is skipped until that script exists.
+    "jobconsole": PeerSpec(ROOT / ".venv" / "bin" / "python"),
+}
+
+# (mode, workers) in run order; workers=0 means "no worker" (enqueue only).
+PLAN: list[tuple[str, int]] = [
+    ("enqueue_single", 0),
+    ("enqueue_bulk", 0),
+    ("throughput", 1),
+    ("throughput", 2),
+    ("latency", 1),
+]
+
+
+def log(msg: str) -> None:
+    print(f"[run_peers] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Private redis-server.
+# --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def redis_version(server: str) -> str:
+    out = subprocess.run([server, "--version"], capture_output=True, text=True).stdout
+    return next((w.split("=", 1)[1] for w in out.split() if w.startswith("v=")), out.strip())
+
+
+@contextmanager
+def private_redis(server: str) -> Iterator[str]:
+    """A throwaway redis-server on a free loopback port: no persistence."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
+    port = free_port()
+    argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir)]
+    argv += ["--save", "", "--appendonly", "no", "--logfile", str(workdir / "redis.log")]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not redis_ping(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+            time.sleep(0.05)
+        log(f"private redis-server {redis_version(server)} on 127.0.0.1:{port}")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# Running one adapter.
+# --------------------------------------------------------------------------
+
+
+def adapter_timeout(mode: str, jobs: int, samples: int) -> float:
+    """Generous bound: the adapters detect stalls themselves after 60 s."""
+    if mode == "latency":
+        return 120 + samples * 1.5
+    return 180 + jobs / 50
+
+
+def kill_recorded_groups(pgid_file: Path) -> None:
+    """Kill worker groups an adapter left behind when it was itself killed."""
+    if not pgid_file.exists():
+        return
+    for line in pgid_file.read_text().split():
+        try:
+            os.killpg(int(line), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, ValueError):
+            pass
+
+
+def adapter_argv(spec: PeerSpec, name: str, url: str, mode: str, workers: int, jobs: int, samples: int) -> list[str]:
+    """The adapter CLI shared by every peer (and a future jobconsole_bench.py)."""
+    return [
+        *(str(spec.python), str(spec.script(name))),
+        *("--redis-url", url, "--mode", mode, "--jobs", str(jobs)),
+        *("--workers", str(max(workers, 1)), "--samples", str(samples)),
+        *("--log-dir", str(VAR / "logs")),
+    ]
+
+
+def stop_adapter(proc: subprocess.Popen[str], pgid_file: Path) -> None:
+    """SIGTERM lets the adapter stop its own workers; the pgid file is the backstop."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    kill_recorded_groups(pgid_file)
+    pgid_file.unlink(missing_ok=True)
+
+
+def run_adapter(
+    name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int
+) -> dict[str, Any]:
+    pgid_file = VAR / "run" / f"{name}-{mode}-w{workers}.pgids"
+    pgid_file.parent.mkdir(parents=True, exist_ok=True)
+    pgid_file.unlink(missing_ok=True)
+    argv = [*adapter_argv(spec, name, url, mode, workers, jobs, samples), "--pgid-file", str(pgid_file)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        stdout, _ = proc.communicate(timeout=adapter_timeout(mode, jobs, samples))
+    except subprocess.TimeoutExpired:
+        stop_adapter(proc, pgid_file)
+        return {"peer": name, "mode": mode, "workers": workers, "ok": False, "error": "timed out"}
+    except BaseException:  # interrupted: leave no adapter or worker behind
+        stop_adapter(proc, pgid_file)
+        raise
+    if proc.returncode not in (0, 1):  # 1 = adapter reported its own failure
+        kill_recorded_groups(pgid_file)
+    pgid_file.unlink(missing_ok=True)
+    return parse_result(name, mode, workers, stdout, proc.returncode)
+
+
+def parse_result(name: str, mode: str, workers: int, stdout: str, rc: int) -> dict[str, Any]:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"peer": name, "mode": mode, "workers": workers, "ok": False, "error": f"no JSON result (exit {rc})"}
+    return dict(json.loads(lines[-1]))
+
+
+def rate(result: dict[str, Any]) -> float:
+    return float(result.get("jobs_per_s") or 0)
+
+
+def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest successful repeat, with every repeat's rate attached."""
+    ok = [r for r in runs if r.get("ok")]
+    if not ok:
+        return runs[-1]
+    best: dict[str, Any] = max(ok, key=rate).copy()
+    best["repeats_jobs_per_s"] = [r.get("jobs_per_s") for r in runs]
+    return best
+
+
+def run_peer(name: str, spec: PeerSpec, url: str, jobs: int, samples: int, repeat: int) -> list[dict[str, Any]]:
+    results = []
+    for mode, workers in PLAN:
+        n, times = jobs, 1
+        if mode == "throughput":
+            n = min(jobs, spec.max_throughput_jobs or jobs)
+            times = repeat  # the machine is shared: keep the least disturbed run
+        runs = []
+        for _ in range(times):
+            t0 = time.monotonic()
+            result = run_adapter(name, spec, url, mode, workers, n, samples)
+            status = "ok" if result.get("ok") else f"FAILED: {result.get('error')}"
+            jps = result.get("jobs_per_s")
+            detail = f"  {jps:,.0f} jobs/s" if isinstance(jps, float) else ""
+            log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}{detail}")
+            runs.append(result)
+        results.append(best_of(runs) if times > 1 else runs[0])
+    return results
+
+
+# --------------------------------------------------------------------------
+# Reporting.
+# --------------------------------------------------------------------------
+
+
+def pick(results: list[dict[str, Any]], peer: str, mode: str, workers: int) -> dict[str, Any]:
+    for r in results:
+        if r.get("peer") == peer and r.get("mode") == mode and r.get("workers") == workers:
+            return r
+    return {}
+
+
+def fmt(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+TABLE_COLUMNS = [
+    # header, mode, workers, field, digits
+    ("thru 1w/s", "throughput", 1, "jobs_per_s", 0),
+    ("thru 2w/s", "throughput", 2, "jobs_per_s", 0),
+    ("enq 1-by-1/s", "enqueue_single", 0, "jobs_per_s", 0),
+    ("enq bulk/s", "enqueue_bulk", 0, "jobs_per_s", 0),
+    ("p50 ms", "latency", 1, "p50_ms", 2),
+    ("p95 ms", "latency", 1, "p95_ms", 2),
+    ("p99 ms", "latency", 1, "p99_ms", 2),
+    ("cmds/job", "throughput", 1, "redis_cmds_per_job", 1),
+    ("cpu ms/job", "throughput", 1, "worker_cpu_ms_per_job", 2),
+]
+
+
+def format_row(cells: list[str], widths: list[int]) -> str:
+    """Peer name left-aligned, figures right-aligned."""
+    padded = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+    return "  ".join(padded)
+
+
+def table(results: list[dict[str, Any]], peers: list[str]) -> str:
+    header = ["peer", *(c[0] for c in TABLE_COLUMNS)]
+    rows = [header]
+    for peer in peers:
+        row = [peer]
+        for _, mode, workers, field, digits in TABLE_COLUMNS:
+            r = pick(results, peer, mode, workers)
+            row.append(fmt(r.get(field), digits) if r.get("ok") else ("ERR" if r else "-"))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [format_row(r, widths) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def write_results(results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    ignore = RESULTS_FILE.parent / ".gitignore"
+    if not ignore.exists():  # var/bench holds generated files only
+        ignore.write_text("*\n")
+    RESULTS_FILE.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    log(f"wrote {RESULTS_FILE.relative_to(ROOT)}")
+
+
+# --------------------------------------------------------------------------
+# Main.
+# --------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--peers", help=f"comma list (default: all available of {','.join(PEERS)})")
+    p.add_argument("--jobs", type=int, help=f"jobs per enqueue/throughput run (default {FULL_JOBS})")
+    p.add_argument("--samples", type=int, help=f"latency samples (default {FULL_SAMPLES})")
+    p.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS} jobs and {QUICK_SAMPLES} latency samples")
+    p.add_argument("--repeat", type=int, default=1, help="throughput runs per setting; the best is kept")
+    p.add_argument("--redis-url", help="use this Redis instead of a private one (it gets FLUSHALLed!)")
+    p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
+    p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
+    return p.parse_args()
+
+
+def select_peers(arg: str | None) -> list[str]:
+    if arg:
+        names = [n.strip() for n in arg.split(",") if n.strip()]
+        unknown = [n for n in names if n not in PEERS]
+        if unknown:
+            sys.exit(f"unknown peer(s): {', '.join(unknown)}; known: {', '.join(PEERS)}")
+        return names
+    available = [n for n, s in PEERS.items() if s.script(n).exists()]
+    for n in PEERS.keys() - set(available):
+        log(f"skipping {n}: {PEERS[n].script(n).relative_to(ROOT)} does not exist yet")
+    return available
+
+
+def ensure_ready(peers: list[str], no_setup: bool) -> None:
+    if not no_setup and any(PEERS[n].python in (VENV_A, VENV_B) for n in peers):
+        subprocess.run(["bash", str(ROOT / "bench" / "setup_peers.sh")], check=True)
+    missing = [n for n in peers if not PEERS[n].python.exists() or not PEERS[n].script(n).exists()]
+    if missing:
+        sys.exit(f"not runnable (missing venv or adapter): {', '.join(missing)}")
+
+
+def footer(peers: list[str], jobs: int, samples: int, repeat: int, duration_s: float) -> str:
+    caps = [f"{n} {c:,}" for n in peers if (c := PEERS[n].max_throughput_jobs) and c < jobs]
+    return (
+        f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; best of {repeat}), "
+        f"{samples} latency samples, {duration_s:.0f}s total. "
+        "cmds/job = Redis commands per job for enqueue + 1-worker processing, "
+        "harness bookkeeping excluded; cpu ms/job = 1-worker CPU per job incl. start-up; "
+        "enq bulk '-' = the peer has no bulk enqueue API (reason in peers.json)."
+    )
+
+
+@contextmanager
+def external_redis(url: str) -> Iterator[str]:
+    log(f"using {url} (it will be FLUSHALLed before every run)")
+    yield url
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so adapters and redis-server get stopped."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main() -> int:
+    args = parse_args()
+    exit_on_sigterm()
+    jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
+    samples = args.samples or (QUICK_SAMPLES if args.quick else FULL_SAMPLES)
+    peers = select_peers(args.peers)
+    ensure_ready(peers, args.no_setup)
+    meta: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "jobs": jobs,
+        "latency_samples": samples,
+        "throughput_repeats": args.repeat,
+        "peers": peers,
+        "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)}",
+    }
+    t0 = time.monotonic()
+    results: list[dict[str, Any]] = []
+    redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server)
+    with redis_ctx as url:
+        for name in peers:
+            results += run_peer(name, PEERS[name], url, jobs, samples, args.repeat)
+    meta["duration_s"] = round(time.monotonic() - t0, 1)
+    write_results(results, meta)
+    print(table(results, peers))
+    print()
+    print(footer(peers, jobs, samples, args.repeat, meta["duration_s"]))
+    return 0 if all(r.get("ok") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
