@@ -46,9 +46,12 @@ class PeerSpec:
     # Cap on throughput jobs for peers too slow to process the full count in
     # reasonable time; their per-job cost is steady, so fewer jobs suffice.
     max_throughput_jobs: int | None = None
+    adapter: str = ""  # adapter module name when it differs from the row's name
+    env: tuple[tuple[str, str], ...] = ()  # extra environment for the adapter and its workers
+    plan: tuple[tuple[str, int], ...] | None = None  # (mode, workers) subset; None = the whole PLAN
 
     def script(self, name: str) -> Path:
-        return PEERS_DIR / f"{name}_bench.py"
+        return PEERS_DIR / f"{self.adapter or name}_bench.py"
 
 
 VENV_A = VAR / "venv-a" / "bin" / "python"
@@ -67,6 +70,13 @@ PEERS: dict[str, PeerSpec] = {
     # CLI and JSON line (it can reuse bench/peers/_common.py), run by the
     # project's own venv.  It is skipped until that script exists.
     "jobconsole": PeerSpec(ROOT / ".venv" / "bin" / "python"),
+    # The same, with the database mirror consuming every event while the workers run.
+    "jobconsole+mirror": PeerSpec(
+        ROOT / ".venv" / "bin" / "python",
+        adapter="jobconsole",
+        env=(("JOBCONSOLE_BENCH_MIRROR", "1"),),
+        plan=(("throughput", 1), ("throughput", 2)),
+    ),
 }
 
 # (mode, workers) in run order; workers=0 means "no worker" (enqueue only).
@@ -186,7 +196,7 @@ def run_adapter(
     pgid_file.parent.mkdir(parents=True, exist_ok=True)
     pgid_file.unlink(missing_ok=True)
     argv = [*adapter_argv(spec, name, url, mode, workers, jobs, samples), "--pgid-file", str(pgid_file)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **dict(spec.env)})
     try:
         stdout, _ = proc.communicate(timeout=adapter_timeout(mode, jobs, samples))
     except subprocess.TimeoutExpired:
@@ -224,7 +234,7 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_peer(name: str, spec: PeerSpec, url: str, jobs: int, samples: int, repeat: int) -> list[dict[str, Any]]:
     results = []
-    for mode, workers in PLAN:
+    for mode, workers in spec.plan or PLAN:
         n, times = jobs, 1
         if mode == "throughput":
             n = min(jobs, spec.max_throughput_jobs or jobs)
@@ -292,6 +302,30 @@ def table(results: list[dict[str, Any]], peers: list[str]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [format_row(r, widths) for r in rows]
     lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+COMPARED = {"thru 1w/s", "thru 2w/s", "enq 1-by-1/s", "enq bulk/s", "p50 ms", "p95 ms", "p99 ms"}
+
+
+def ratios(results: list[dict[str, Any]], peers: list[str], ours: str = "jobconsole") -> str:
+    """Jobconsole's figure against the best peer's in this run (>1x = Jobconsole is better)."""
+    others = [p for p in peers if not p.startswith("jobconsole")]
+    if ours not in peers or not others:
+        return ""
+    lines = [f"{ours} vs the best peer in this run (speedup > 1 = {ours} is better):"]
+    for header, mode, workers, field, digits in TABLE_COLUMNS:
+        if header not in COMPARED:
+            continue
+        higher_is_better = not field.endswith("_ms")  # rates up, latencies down
+        mine = pick(results, ours, mode, workers).get(field)
+        theirs = [(pick(results, p, mode, workers).get(field), p) for p in others]
+        theirs = [(v, p) for v, p in theirs if isinstance(v, (int, float)) and v > 0]
+        if not isinstance(mine, (int, float)) or not mine or not theirs:
+            continue
+        best, who = max(theirs) if higher_is_better else min(theirs)
+        speedup = mine / best if higher_is_better else best / mine
+        lines.append(f"  {header:<13} {fmt(mine, digits):>10} vs {fmt(best, digits):>10} ({who:<8})  {speedup:5.2f}x")
     return "\n".join(lines)
 
 
@@ -397,6 +431,10 @@ def main() -> int:
     write_results(results, meta)
     print(table(results, peers))
     print()
+    comparison = ratios(results, peers)
+    if comparison:
+        print(comparison)
+        print()
     print(footer(peers, jobs, samples, args.repeat, meta["duration_s"]))
     return 0 if all(r.get("ok") for r in results) else 1
 

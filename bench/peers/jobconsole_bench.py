@@ -79,7 +79,8 @@ def worker_commands(workers: int) -> list[list[str]]:
     if WITH_MIRROR:  # migrate once, before the workers start writing
         import subprocess
 
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True, env=os.environ)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # settings import this module
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], check=True, env=env)
     return [[sys.executable, str(ROOT / "manage.py"), *_worker_args()] for _ in range(workers)]
 
 
