@@ -1,0 +1,226 @@
+"""The checker: compares the ledger (what producers were told and what tasks really did) with what Redis says
+happened to each job (its state and its attempt history), in the spirit of Jepsen's total-queue checker."""
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+
+import redis
+
+from chaos.ledger import Accepted, Execution, Fault, Ledger
+from chaos.tasks import QUEUE
+from jobconsole.core.job import Attempt, Job
+from jobconsole.core.keys import queue_keys
+
+EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
+PROCESS_FAULTS = {"kill", "stop", "term", "crash"}
+
+
+@dataclass
+class Report:
+    accepted: int = 0
+    executions: int = 0
+    lost: int = 0  # accepted, yet gone from Redis, never finished, or "completed" without a successful run
+    unexpected_dead: int = 0  # expected to complete, dead-lettered instead
+    overlaps: int = 0  # pairs of executions of one job whose valid leases overlap, or that shared one lease
+    unmatched: int = 0  # executions with no lease in the job's history (counted as valid throughout)
+    rerun_after_ack: int = 0  # executions that began after the job's completion was acknowledged
+    early: int = 0  # executions that began before the job's run_at
+    effects_applied: int = 0
+    effect_attempts: int = 0
+    duplicate_effects: int = 0
+    wallclock_overlaps: int = 0  # also counting zombies whose lease had expired (their reports are refused)
+    live_worker_leases_lost: int = 0  # worker_lost attempts of workers the harness never stopped or killed
+    shutdown_attempts_used: int = 0  # on_shutdown=requeue jobs charged an attempt by a graceful SIGTERM
+    stale_reports: int = 0
+    dlq_attempts: list[int] = field(default_factory=list)
+    recovery: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float | None:
+        if not self.recovery:
+            return None
+        ordered = sorted(self.recovery)
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def load_jobs(r: "redis.Redis", ids: list[str]) -> dict[str, Job | None]:
+    k = queue_keys(QUEUE)
+    jobs: dict[str, Job | None] = {}
+    for start in range(0, len(ids), 1000):
+        chunk = ids[start : start + 1000]
+        pipe = r.pipeline(transaction=False)
+        for job_id in chunk:
+            pipe.hgetall(k.job(job_id))
+            pipe.lrange(k.attempts(job_id), 0, -1)
+        replies = pipe.execute()
+        for i, job_id in enumerate(chunk):
+            h, attempts = cast(dict[str, str], replies[2 * i]), cast(list[str], replies[2 * i + 1])
+            jobs[job_id] = Job.from_hash(h, attempts) if h else None
+    return jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    worker: str
+    attempt: int
+    start: float
+    end: float
+    outcome: str
+    pid: int
+
+
+def leases(job: Job) -> list[Lease]:
+    """Every lease of the job, from its attempt history, plus the open one if it is still running."""
+    out = [_lease(a) for a in job.history]
+    if job.state.value == "running" and job.started_at is not None:
+        out.append(Lease(job.worker, job.attempts, job.started_at.timestamp(), math.inf, "running", 0))
+    return out
+
+
+def _lease(a: Attempt) -> Lease:
+    start = a.started_at.timestamp() if a.started_at else 0.0
+    end = a.ended_at.timestamp() if a.ended_at else math.inf
+    return Lease(a.worker, a.attempt, start, end, a.outcome, a.pid)
+
+
+def match(execution: Execution, held: list[Lease]) -> Lease | None:
+    """The lease this execution ran under: same worker and attempt, the latest one granted before it began."""
+    candidates = [
+        lease for lease in held
+        if lease.worker == execution.worker and lease.attempt == execution.attempt
+        and lease.start <= execution.started + EPS
+    ]  # fmt: skip
+    return max(candidates, key=lambda lease: lease.start, default=None)
+
+
+def count_overlaps(intervals: list[tuple[float, float]]) -> int:
+    """Pairs of intervals that overlap by more than EPS."""
+    ordered = sorted(intervals)
+    pairs = 0
+    for i, (_, end) in enumerate(ordered):
+        for start, _ in ordered[i + 1 :]:
+            if start >= end - EPS:
+                break
+            pairs += 1
+    return pairs
+
+
+def check(ledger: Ledger, r: "redis.Redis", stale_reports: int = 0) -> Report:
+    accepted = ledger.accepted()
+    report = judge(accepted, ledger.executions(), ledger.faults(), load_jobs(r, [a.job_id for a in accepted]))
+    report.effects_applied, report.effect_attempts, report.duplicate_effects = ledger.effect_counts()
+    report.stale_reports = stale_reports
+    return report
+
+
+def judge(
+    accepted_jobs: list[Accepted], executions: list[Execution], faults: list[Fault], jobs: Mapping[str, Job | None]
+) -> Report:
+    """Everything but the side effects, from plain data (so the checker itself can be tested)."""
+    accepted = {a.job_id: a for a in accepted_jobs}
+    by_job: dict[str, list[Execution]] = defaultdict(list)
+    for e in sorted(executions, key=lambda e: e.started):
+        by_job[e.job_id].append(e)
+    report = Report(accepted=len(accepted), executions=len(executions))
+    faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
+    termed = {pid for f in faults if f.kind == "term" for pid in f.pids}
+    killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
+    matched: dict[Execution, Lease] = {}  # each execution's lease
+    unknown = set(by_job) - set(accepted)
+    if unknown:
+        report.notes.append(f"{len(unknown)} executed job(s) were never accepted (enqueue outcome unknown)")
+
+    for job_id, a in accepted.items():
+        job = jobs.get(job_id)
+        runs = by_job.get(job_id, [])
+        _judge_outcome(report, a, job, runs)
+        if job is None:
+            continue
+        held = leases(job)
+        _judge_leases(report, runs, held, matched)
+        report.early += sum(1 for e in runs if e.started < a.not_before - EPS)
+        for lease in held:
+            if lease.outcome == "worker_lost" and lease.pid not in faulted:
+                report.live_worker_leases_lost += 1
+            if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome != "requeued":
+                report.shutdown_attempts_used += lease.outcome != "completed"
+    report.recovery = recovery_times(faults, executions, matched)
+    return report
+
+
+def _judge_outcome(report: Report, a: Accepted, job: Job | None, runs: list[Execution]) -> None:
+    state = job.state.value if job is not None else "missing"
+    if a.expect == "dead":
+        if state == "dead" and job is not None:
+            report.dlq_attempts.append(job.attempts)
+        else:
+            report.lost += 1
+        return
+    if state == "completed" and any(e.outcome == "ok" for e in runs):
+        return
+    if state in {"dead", "failed"}:
+        report.unexpected_dead += 1
+    else:
+        report.lost += 1  # missing, stuck unfinished, or "completed" without any successful run
+
+
+def _judge_leases(report: Report, runs: list[Execution], held: list[Lease], matched: dict[Execution, Lease]) -> None:
+    valid: list[tuple[float, float]] = []
+    actual: list[tuple[float, float]] = []
+    used: dict[Lease, int] = defaultdict(int)
+    acked = [lease.end for lease in held if lease.outcome == "completed"]
+    for e in runs:
+        lease = match(e, held)
+        end = e.ended if e.ended is not None else (lease.end if lease else e.started)
+        actual.append((e.started, end))
+        if lease is None:
+            report.unmatched += 1
+            valid.append((e.started, end))
+            continue
+        used[lease] += 1
+        matched[e] = lease
+        # Valid only while Redis held this lease: a zombie that runs on after its lease was taken is not.
+        start, stop = max(e.started, lease.start), min(end, lease.end)
+        if stop > start:
+            valid.append((start, stop))
+        if acked and e.started > min(acked) + EPS:
+            report.rerun_after_ack += 1
+    report.overlaps += count_overlaps(valid) + sum(n - 1 for n in used.values() if n > 1)
+    report.wallclock_overlaps += count_overlaps(actual)
+
+
+def recovery_times(faults: list[Fault], executions: list[Execution], matched: dict[Execution, Lease]) -> list[float]:
+    """Process faults: for each job running in the hit process, fault -> its lease was taken away by the
+    recoverer or given back (it is queued again; when it runs next also depends on the backlog).
+    Redis and network faults: fault healed -> the next execution finished (seconds until work flows again)."""
+    samples: list[float] = []
+    ends = sorted(e.ended for e in executions if e.ended is not None)
+    last_trace: dict[int, float] = defaultdict(float)
+    for e in executions:
+        last_trace[e.pid] = max(last_trace[e.pid], e.ended or e.started)
+    for f in faults:
+        if f.kind in PROCESS_FAULTS:
+            # A crash is noticed late by the harness; the process's last ledger write is when it died.
+            at = last_trace[min(f.pids)] if f.kind == "crash" and f.pids else f.started
+            for e in executions:
+                lease = matched.get(e)
+                taken = lease is not None and lease.outcome in {"worker_lost", "requeued"}
+                if taken and lease and e.pid in f.pids and e.started <= at <= lease_end(e, lease):
+                    samples.append(lease.end - at)
+        else:
+            after = next((t for t in ends if t > f.ended), None)
+            if after is not None:
+                samples.append(after - f.ended)
+    return samples
+
+
+def lease_end(e: Execution, lease: Lease | None) -> float:
+    return e.ended if e.ended is not None else (lease.end if lease else e.started)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

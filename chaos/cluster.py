@@ -1,0 +1,132 @@
+"""The processes under test: one redis-server, `manage.py runworker` and `runrecoverer` subprocesses.
+
+Every signal the harness sends to a worker is written to the ledger as a fault, so the checker can tell a
+lease lost to an injected fault from a spurious one.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.ledger import ENV, Ledger
+from chaos.tasks import QUEUE
+from tests.redis_server import RedisServer
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: "subprocess.Popen[bytes]"
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Cluster:
+    """Workers (by slot: slot i is restarted as w<i>-<generation>) and recoverers on one Redis."""
+
+    workdir: Path
+    ledger: Ledger
+    redis: RedisServer
+    concurrency: int = 8
+    procs: list[Proc] = field(default_factory=list)
+    workers: dict[int, Proc] = field(default_factory=dict)
+    signalled: set[int] = field(default_factory=set)  # pids the harness sent a fatal signal to
+    _generation: int = 0
+
+    def env(self, redis_url: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "JOBCONSOLE_TASK_MODULES": "jobconsole.examples,chaos.tasks",
+            "JOBCONSOLE_VAR_DIR": str(self.workdir / "var"),
+            "JOBCONSOLE_MIRROR_IN_WORKER": "0",  # the database mirror is not under test here
+            "DJANGO_SETTINGS_MODULE": "jobconsole.settings",
+            "PYTHONPATH": str(PROJECT),
+            "PYTHONUNBUFFERED": "1",
+            ENV: self.ledger.path,
+        }
+
+    def _spawn(self, name: str, redis_url: str, *args: str) -> Proc:
+        log = self.workdir / f"{name}.log"
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [sys.executable, str(PROJECT / "manage.py"), *args],
+                cwd=PROJECT, env=self.env(redis_url), stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        proc = Proc(name, popen, log)
+        self.procs.append(proc)
+        return proc
+
+    def start_worker(self, slot: int, redis_url: str | None = None) -> Proc:
+        """(Re)start the worker in `slot`. Recovery is left to the recoverer process, like a deployment
+        where workers run with --no-maintenance; that keeps the leader lock out of the processes we kill."""
+        self._generation += 1
+        name = f"w{slot}-{self._generation}"
+        proc = self._spawn(
+            name, redis_url or self.redis.url, "runworker", "--queues", QUEUE, "--name", name,
+            "--concurrency", str(self.concurrency), "--no-maintenance",
+        )  # fmt: skip
+        self.workers[slot] = proc
+        return proc
+
+    def start_recoverer(self, name: str = "recoverer", interval: float = 0.2) -> Proc:
+        return self._spawn(f"{name}-{len(self.procs)}", self.redis.url, "runrecoverer", "--interval", str(interval))
+
+    def wait_started(self, procs: list[Proc], timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            while f"worker={proc.name} started" not in proc.output():
+                if not proc.alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"worker {proc.name} did not start:\n{proc.output()[-3000:]}")
+                time.sleep(0.05)
+
+    def signal(self, proc: Proc, sig: signal.Signals, kind: str) -> int:
+        """Send `sig` and record it as a fault on that worker's pid; returns the fault id."""
+        now = time.time()
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.signalled.add(proc.pid)
+        if proc.alive():
+            proc.popen.send_signal(sig)
+        return self.ledger.fault(kind, [proc.pid], now)
+
+    def kill(self, proc: Proc) -> None:
+        self.signal(proc, signal.SIGKILL, "kill")
+        proc.popen.wait()
+
+    def restart_dead(self) -> list[Proc]:
+        """Restart every worker slot whose process exited (poison jobs, self-kills)."""
+        started = []
+        for slot, proc in list(self.workers.items()):
+            if not proc.alive():
+                if proc.pid not in self.signalled:  # it died by its own hand (poison, kill before ack)
+                    self.ledger.fault("crash", [proc.pid], time.time())
+                started.append(self.start_worker(slot))
+        return started
+
+    def stop_all(self) -> None:
+        for proc in self.procs:  # every kill first, so one slow exit cannot spare the others
+            if proc.alive():
+                proc.popen.send_signal(signal.SIGCONT)
+                proc.popen.kill()
+        for proc in self.procs:
+            proc.popen.wait(timeout=10)
+
+    def stale_reports(self) -> int:
+        """Reports Redis refused because the lease had moved on (the zombie's ack or failure)."""
+        return sum(p.output().count("stale lease job=") for p in self.procs)

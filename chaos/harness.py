@@ -1,0 +1,152 @@
+"""What every scenario runs on: its own redis-server, a cluster of worker processes, a producer thread that
+keeps enqueuing (and records each accepted job in the ledger), and helpers to wait for the queue to drain."""
+
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from chaos.cluster import Cluster, Proc
+from chaos.ledger import Accepted, Ledger
+from chaos.tasks import QUEUE
+from jobconsole.core import Client, JobSpec
+from jobconsole.core.connection import connect
+from jobconsole.core.ids import new_job_id
+from jobconsole.core.maintenance import RETRYABLE_ERRORS
+from tests.redis_server import RedisServer
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    spec: JobSpec
+    expect: str = "completed"  # or 'dead' for poison jobs
+
+
+def work(
+    key: str, seconds: float | None = None, *, task: str = "chaos.work", delay: float | None = None,
+    expect: str = "completed", **params: object,
+) -> Planned:  # fmt: skip
+    """A job with a fixed id (so a retried enqueue is idempotent) and a logical side-effect key."""
+    args = {"key": key, **params} | ({} if seconds is None else {"seconds": seconds})
+    return Planned(JobSpec(task=task, id=new_job_id(), params=args, delay=delay), expect)
+
+
+class Producer(threading.Thread):
+    """Enqueues `plan` in batches at `rate` jobs/s. A batch that fails (Redis down, connection cut) is
+    re-sent with the same job ids until it is accepted; only then does it enter the ledger as accepted."""
+
+    def __init__(self, client: Client, ledger: Ledger, plan: Sequence[Planned], rate: float, batch: int = 50) -> None:
+        super().__init__(name="chaos-producer", daemon=True)
+        self.client, self.ledger, self.plan, self.rate, self.batch = client, ledger, plan, rate, batch
+        self.failed_sends = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            for i in range(0, len(self.plan), self.batch):
+                wait = started + i / self.rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                self._send(self.plan[i : i + self.batch])
+        except BaseException as exc:  # noqa: BLE001 - reported by the scenario, never swallowed
+            self.error = exc
+
+    def _send(self, chunk: Sequence[Planned]) -> None:
+        sent_at = time.time()  # Redis stamps run_at = its now (>= this) + delay: a lower bound
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                self.client.enqueue_many([p.spec for p in chunk])
+                break
+            except RETRYABLE_ERRORS:
+                self.failed_sends += 1
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.ledger.accept(
+            Accepted(p.spec.id or "", p.spec.task, p.expect, sent_at + (p.spec.delay or 0.0)) for p in chunk
+        )
+
+
+@dataclass
+class Ctx:
+    name: str
+    quick: bool
+    rng: random.Random
+    workdir: Path
+    ledger: Ledger
+    server: RedisServer
+    cluster: Cluster
+    r: "redis.Redis"
+    client: Client
+    producers: list[Producer] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def size(self, quick: float, full: float) -> float:
+        return quick if self.quick else full
+
+    def workers(self, n: int, redis_url: str | Callable[[int], str] | None = None) -> list[Proc]:
+        procs = [
+            self.cluster.start_worker(slot, redis_url(slot) if callable(redis_url) else redis_url) for slot in range(n)
+        ]
+        began = time.monotonic()
+        self.cluster.wait_started(procs)
+        self.notes.append(f"{n} workers started in {time.monotonic() - began:.1f}s")
+        return procs
+
+    def produce(self, plan: Sequence[Planned], rate: float, batch: int = 50) -> Producer:
+        producer = Producer(self.client, self.ledger, plan, rate, batch)
+        producer.start()
+        self.producers.append(producer)
+        return producer
+
+    def producing(self) -> bool:
+        return any(p.is_alive() for p in self.producers)
+
+    def faulting(self, done: int, minimum: int = 2) -> bool:
+        """Inject another fault? While the load lasts, and at least `minimum` times in all."""
+        return self.producing() or done < minimum
+
+    def drained(self) -> bool:
+        """Nothing left to run: producers done and every job of the queue in a final state."""
+        if self.producing():
+            return False
+        try:
+            c = self.client.counts(QUEUE)
+        except RETRYABLE_ERRORS:
+            return False
+        return c.queued + c.scheduled + c.running == 0
+
+    def sleep(self, low: float, high: float) -> None:
+        time.sleep(self.rng.uniform(low, high))
+
+    def settle(self, timeout: float = 60.0, restart_dead: bool = True) -> None:
+        """Faults are over: keep the workers alive until the queue drains (or give up; the checker tells)."""
+        began = time.monotonic()
+        deadline = began + timeout
+        while not self.drained():
+            if restart_dead:
+                self.cluster.restart_dead()
+            if time.monotonic() > deadline:
+                self.notes.append(f"queue did not drain within {timeout:.0f}s")
+                break
+            time.sleep(0.1)
+        self.notes.append(f"faults stopped; queue drained in {time.monotonic() - began:.1f}s")
+        for producer in self.producers:
+            producer.join(5)
+            if producer.failed_sends:
+                self.notes.append(f"producer re-sent {producer.failed_sends} batch(es) after Redis errors")
+            if producer.error is not None:
+                self.notes.append(f"producer failed: {producer.error!r}")
+
+
+def open_redis(url: str) -> tuple["redis.Redis", Client]:
+    import chaos.tasks  # noqa: F401  (registers the chaos tasks, so the client knows their leases)
+
+    r = connect(url)
+    return r, Client(r)

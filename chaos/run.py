@@ -1,0 +1,148 @@
+"""python -m chaos.run [--quick] [--scenario NAME ...] [--seed N] [--keep]
+
+Runs each scenario against its own redis-server and worker processes, then prints its counts and a
+PASS/FAIL line. Exits 1 if any scenario lost a job, let two valid leases overlap, duplicated a side effect,
+re-ran a job after its ack, ran a job before its run_at, or charged an attempt for a graceful shutdown."""
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.checker import Report, check, median
+from chaos.cluster import Cluster
+from chaos.harness import Ctx, open_redis
+from chaos.ledger import Ledger
+from chaos.scenarios import SCENARIOS, Scenario
+from tests.redis_server import RedisServer
+
+GATES = (
+    "lost",
+    "overlaps",
+    "duplicate_effects",
+    "rerun_after_ack",
+    "early",
+    "unexpected_dead",
+    "shutdown_attempts_used",
+)
+GROUPS = "n/a: concurrency groups are not built yet"
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    report: Report
+    seconds: float
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{gate}={getattr(self.report, gate)}" for gate in GATES if getattr(self.report, gate)]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def run_scenario(scenario: Scenario, *, quick: bool, seed: int, root: Path) -> Result:
+    workdir = root / scenario.name
+    (workdir / "var").mkdir(parents=True)
+    ledger = Ledger(workdir / "ledger.sqlite3")
+    server = RedisServer(workdir / "redis", appendfsync=scenario.appendfsync).start()
+    cluster = Cluster(workdir, ledger, server)
+    r, client = open_redis(server.url)
+    ctx = Ctx(
+        scenario.name, quick, random.Random(f"{seed}:{scenario.name}"), workdir, ledger, server, cluster, r, client
+    )
+    began = time.monotonic()
+    try:
+        scenario.run(ctx)
+    finally:
+        cluster.stop_all()
+        if server.proc is None:  # a scenario that failed while Redis was down
+            server.start()
+        else:
+            server.proc.send_signal(18)  # SIGCONT, in case it failed while Redis was frozen
+    report = check(ledger, r, cluster.stale_reports())
+    report.notes += ctx.notes
+    r.close()
+    server.kill()
+    return Result(scenario, report, time.monotonic() - began)
+
+
+def fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def print_result(res: Result) -> None:
+    rep = res.report
+    dlq = f"{min(rep.dlq_attempts)}-{max(rep.dlq_attempts)}" if rep.dlq_attempts else "-"
+    rows = [
+        ("jobs accepted", rep.accepted),
+        ("executions", rep.executions),
+        ("lost", rep.lost),
+        ("dead-lettered, expected to complete", rep.unexpected_dead),
+        ("overlapping valid leases", rep.overlaps),
+        ("duplicate side effects", rep.duplicate_effects),
+        ("side effects applied / attempted", f"{rep.effects_applied} / {rep.effect_attempts}"),
+        ("re-runs after ack", rep.rerun_after_ack),
+        ("runs before run_at", rep.early),
+        ("attempts charged by graceful shutdown", rep.shutdown_attempts_used),
+        ("leaked group slots", GROUPS),
+        (
+            "recovery p50 / p99 (n)",
+            f"{fmt_s(median(rep.recovery))} / {fmt_s(rep.percentile(0.99))} ({len(rep.recovery)})",
+        ),
+        ("overlaps incl. expired leases (zombies)", rep.wallclock_overlaps),
+        ("leases lost by live workers", rep.live_worker_leases_lost),
+        ("stale reports refused", rep.stale_reports),
+        ("executions with no lease in history", rep.unmatched),
+        ("poison attempts before DLQ", dlq),
+    ]
+    print(f"\n== {res.scenario.name}: {res.scenario.title} ({res.seconds:.1f}s)")
+    for label, value in rows:
+        print(f"  {label:<42} {value}")
+    for note in rep.notes:
+        print(f"  note: {note}")
+    print(f"  {'PASS' if res.passed else 'FAIL: ' + ', '.join(res.failures)}")
+
+
+def print_summary(results: list[Result]) -> None:
+    print(f"\n{'scenario':<20} {'accepted':>8} {'execs':>7} {'lost':>4} {'overlap':>7} {'dup':>3} "
+          f"{'p50':>7} {'p99':>7} {'time':>6}  result")  # fmt: skip
+    for res in results:
+        rep = res.report
+        print(
+            f"{res.scenario.name:<20} {rep.accepted:>8} {rep.executions:>7} {rep.lost:>4} {rep.overlaps:>7} "
+            f"{rep.duplicate_effects:>3} {fmt_s(median(rep.recovery)):>7} {fmt_s(rep.percentile(0.99)):>7} "
+            f"{res.seconds:>5.0f}s  {'PASS' if res.passed else 'FAIL'}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small volumes (the version inside make test)")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default all")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, ledger, AOF)")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="chaos-"))
+    results: list[Result] = []
+    try:
+        for name in args.scenario or list(SCENARIOS):
+            results.append(run_scenario(SCENARIOS[name], quick=args.quick, seed=args.seed, root=root))
+            print_result(results[-1])
+    finally:
+        if args.keep:
+            print(f"\nwork directory kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    print_summary(results)
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

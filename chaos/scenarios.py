@@ -1,0 +1,236 @@
+"""The scenarios of reliability.md part (b) that run on one machine. Each one starts its processes, injects
+its faults under load with seeded random timing, then stops faulting and lets the queue drain; the checker
+judges the result. Sizes: (quick, full)."""
+
+import itertools
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chaos.harness import Ctx, Planned, work
+from chaos.proxy import Mode, Proxy
+from chaos.tasks import LEASE_S
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    title: str
+    run: Callable[[Ctx], None]
+    appendfsync: str = "always"
+
+
+def kill_loop(ctx: Ctx) -> None:
+    """#1: kill -9 a random worker every 0.5-2 s (quick: 0.3-1 s) and restart it, under steady load."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(400, 10_000))
+    plan = [work(f"k{i}", ctx.rng.choice([0.0, 0.0, 0.0, 0.005, 0.02, 0.3])) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(150, 300))
+    low, high = ctx.size(0.3, 0.5), ctx.size(1.0, 2.0)
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        ctx.sleep(low, high)
+        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+        ctx.cluster.kill(ctx.cluster.workers[slot])
+        ctx.cluster.start_worker(slot)
+    ctx.settle()
+
+
+def kill_before_ack(ctx: Ctx) -> None:
+    """#2: the task applies its side effect, then its process is SIGKILLed before the ack (first attempt)."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n, dying = int(ctx.size(120, 1500)), int(ctx.size(6, 60))
+    doomed = set(ctx.rng.sample(range(n), dying))
+    plan = [work(f"a{i}", ctx.rng.choice([0.0, 0.01, 0.1]), die_after_effect=i in doomed) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(60, 120))
+    while ctx.producing():
+        ctx.cluster.restart_dead()
+        time.sleep(0.05)
+    ctx.settle()
+
+
+def sigterm(ctx: Ctx) -> None:
+    """#3: SIGTERM a worker, wait a grace period, SIGKILL it if it is still there; short jobs, medium jobs that
+    finish on shutdown, long on_shutdown=requeue jobs that are interrupted and put back."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(90, 1200))
+    plan: list[Planned] = []
+    for i in range(n):
+        kind = ctx.rng.random()
+        if kind < 0.15:
+            plan.append(work(f"t{i}", ctx.rng.uniform(1.0, 3.0), task="chaos.requeue"))
+        elif kind < 0.35:
+            plan.append(work(f"t{i}", ctx.rng.uniform(0.2, 1.0)))
+        else:
+            plan.append(work(f"t{i}", 0.01))
+    ctx.produce(plan, rate=ctx.size(30, 40))
+    grace = 2 * LEASE_S
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        ctx.sleep(1.0, 2.5)
+        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+        victim = ctx.cluster.workers[slot]
+        ctx.cluster.signal(victim, signal.SIGTERM, "term")
+        try:
+            victim.popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            ctx.cluster.kill(victim)
+            ctx.notes.append(f"{victim.name} outlived its {grace:.0f}s grace and was killed")
+        ctx.cluster.start_worker(slot)
+    ctx.settle()
+
+
+def sigstop(ctx: Ctx) -> None:
+    """#4: freeze a worker with SIGSTOP for 3x the lease, then SIGCONT: its jobs run elsewhere meanwhile, and
+    its late heartbeats and acks must be refused (stale token)."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(60, 800))
+    plan = [work(f"s{i}", ctx.rng.uniform(0.2, 1.5), heartbeat=ctx.rng.random() < 0.5) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(20, 20))
+    for done in itertools.count():
+        if not ctx.faulting(done, 1):
+            break
+        ctx.sleep(0.5, 1.5)
+        victim = ctx.cluster.workers[ctx.rng.choice(sorted(ctx.cluster.workers))]
+        fault = ctx.cluster.signal(victim, signal.SIGSTOP, "stop")
+        time.sleep(3 * LEASE_S)
+        victim.popen.send_signal(signal.SIGCONT)
+        ctx.ledger.fault_ended(fault, time.time())
+    ctx.settle()
+
+
+def _redis_kill(ctx: Ctx) -> None:
+    """#6: kill -9 redis-server under load and restart it on the same AOF; workers must resume by themselves."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(600, 8000))
+    plan = [work(f"r{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.2])) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(300, 300))
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        ctx.sleep(0.5, 2.0)
+        started = time.time()
+        ctx.server.kill()
+        ctx.sleep(0.2, 1.5)
+        ctx.server.start()
+        ctx.ledger.fault("redis_kill", [], started, time.time())
+    ctx.settle()
+
+
+def redis_freeze(ctx: Ctx) -> None:
+    """#10: SIGSTOP redis-server for 3x the lease: every lease expires at once when it resumes."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(80, 900))
+    plan = [work(f"f{i}", ctx.rng.uniform(0.1, 1.0), heartbeat=ctx.rng.random() < 0.5) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(25, 30))
+    for done in itertools.count():
+        if not ctx.faulting(done, 1):
+            break
+        ctx.sleep(1.0, 3.0)
+        assert ctx.server.proc is not None
+        started = time.time()
+        ctx.server.proc.send_signal(signal.SIGSTOP)
+        time.sleep(3 * LEASE_S)
+        ctx.server.proc.send_signal(signal.SIGCONT)
+        ctx.ledger.fault("redis_stop", [], started, time.time())
+    ctx.settle()
+
+
+def network(ctx: Ctx) -> None:
+    """#9: workers reach Redis through TCP proxies that cut connections (RST), blackhole them past the lease,
+    or add latency. Workers 0-1 sit behind proxy A, worker 2 behind B; the recoverer and producer go direct."""
+    proxies = [Proxy(ctx.server.port).start(), Proxy(ctx.server.port).start()]
+    try:
+        ctx.cluster.start_recoverer()
+        ctx.workers(3, lambda slot: f"redis://127.0.0.1:{proxies[0 if slot < 2 else 1].port}/0")
+        n = int(ctx.size(300, 5000))
+        plan = [
+            work(f"n{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.3, 1.0]), heartbeat=ctx.rng.random() < 0.5)
+            for i in range(n)
+        ]
+        ctx.produce(plan, rate=ctx.size(60, 70))
+        faults = [Mode.CUT, Mode.BLACKHOLE, Mode.DELAY]
+        for done in itertools.count():
+            if not ctx.faulting(done, 3):
+                break
+            ctx.sleep(0.3, 1.0)
+            proxy = ctx.rng.choice(proxies)
+            mode = faults.pop(0) if faults else ctx.rng.choice([Mode.CUT, Mode.CUT, Mode.BLACKHOLE, Mode.DELAY])
+            started = time.time()
+            proxy.set_mode(mode)
+            time.sleep({Mode.CUT: 0.5, Mode.BLACKHOLE: 2.5 * LEASE_S, Mode.DELAY: 2.0}[mode])
+            proxy.set_mode(Mode.PASS)
+            ctx.ledger.fault(str(mode), [], started, time.time())
+        ctx.settle()
+    finally:
+        for proxy in proxies:
+            proxy.close()
+
+
+def poison(ctx: Ctx) -> None:
+    """#12: jobs whose handler calls os._exit crash their worker on every attempt; after max_retries+1 crashes
+    they must be dead-lettered while the other jobs keep flowing."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n, bad = int(ctx.size(120, 2000)), int(ctx.size(3, 10))
+    poisoned = set(ctx.rng.sample(range(n), bad))
+    plan = [
+        work(f"p{i}", task="chaos.poison", expect="dead")
+        if i in poisoned
+        else work(f"p{i}", ctx.rng.choice([0.0, 0.05]))
+        for i in range(n)
+    ]
+    ctx.produce(plan, rate=ctx.size(40, 100))
+    while ctx.producing():
+        ctx.cluster.restart_dead()
+        time.sleep(0.05)
+    ctx.settle(timeout=90)
+
+
+def delayed(ctx: Ctx) -> None:
+    """#14 (the part that exists): delayed jobs while workers and the recoverer (the promoter) are killed:
+    each runs, never before its run_at. Concurrency groups are not built yet (a later roadmap item)."""
+    recoverer = ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(200, 3000))
+    horizon = ctx.size(3.0, 10.0)
+    plan = [work(f"d{i}", ctx.rng.choice([0.0, 0.05]), delay=ctx.rng.uniform(0.0, horizon)) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(100, 150))
+    end = time.monotonic() + horizon
+    while ctx.producing() or time.monotonic() < end:
+        ctx.sleep(0.4, 1.2)
+        if ctx.rng.random() < 0.3:
+            ctx.cluster.kill(recoverer)
+            recoverer = ctx.cluster.start_recoverer()
+        else:
+            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+            ctx.cluster.kill(ctx.cluster.workers[slot])
+            ctx.cluster.start_worker(slot)
+    ctx.settle()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("kill_loop", "kill -9 workers in a loop", kill_loop),
+        Scenario("kill_before_ack", "kill between success and ack", kill_before_ack),
+        Scenario("sigterm", "SIGTERM, grace, SIGKILL", sigterm),
+        Scenario("sigstop", "worker frozen past its lease", sigstop),
+        Scenario("redis_kill_always", "redis-server kill -9 (appendfsync always)", _redis_kill, "always"),
+        Scenario("redis_kill_everysec", "redis-server kill -9 (appendfsync everysec)", _redis_kill, "everysec"),
+        Scenario("redis_freeze", "redis-server frozen past the lease", redis_freeze),
+        Scenario("network", "TCP proxy: RST, blackhole, delay", network),
+        Scenario("poison", "poison jobs crash their worker", poison),
+        Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
+    ]
+}

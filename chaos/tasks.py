@@ -1,0 +1,78 @@
+"""Chaos tasks (registered through JOBCONSOLE_TASK_MODULES=...,chaos.tasks). Each one writes its execution
+to the ledger before doing anything else, so a process killed mid-task still leaves a trace."""
+
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from chaos.ledger import Ledger
+from jobconsole.core import JobContext, task
+from jobconsole.core.execution import RunningJob
+
+QUEUE = "chaos"
+LEASE_S = 1.0  # visibility_timeout of every chaos task: faults are sized in multiples of it
+
+_ledger: Ledger | None = None
+
+
+def ledger() -> Ledger:
+    global _ledger
+    if _ledger is None:
+        _ledger = Ledger.from_env()
+    return _ledger
+
+
+def lease_token() -> str:
+    """The lease token the worker will report this run with. The context does not expose it, so the harness
+    reads it from the engine's frame that called the task (run_sync's `job`): exact, and no extra round trip."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        job = frame.f_locals.get("job")
+        if isinstance(job, RunningJob):
+            return job.token
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?:?"
+
+
+def _run(context: JobContext, key: str, seconds: float, heartbeat: bool, die_after_effect: bool) -> dict[str, Any]:
+    book = ledger()
+    execution = book.began(context.job_id, context.attempt, lease_token())
+    try:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(0.1, left))
+            if heartbeat:
+                context.heartbeat()  # LeaseLost once another worker may own the job: stop here
+        book.side_effect(key, context.job_id)
+        if die_after_effect and context.attempt == 1:
+            # The handler succeeded and its effect is done; the worker dies before it can ack.
+            book.ended(execution, "killed_before_ack")
+            os.kill(os.getpid(), signal.SIGKILL)
+    except BaseException as exc:
+        book.ended(execution, type(exc).__name__)
+        raise
+    book.ended(execution, "ok")
+    return {"pid": os.getpid()}
+
+
+@task(name="chaos.work", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1)
+def work(
+    context: JobContext, key: str, seconds: float = 0.0, heartbeat: bool = True, die_after_effect: bool = False
+) -> dict[str, Any]:
+    """Sleeps `seconds` (calling heartbeat() unless told not to), then applies its side effect `key` once."""
+    return _run(context, key, seconds, heartbeat, die_after_effect)
+
+
+@task(name="chaos.requeue", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, on_shutdown="requeue")
+def requeue(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
+    """chaos.work for long jobs that a SIGTERM interrupts and puts back without using an attempt."""
+    return _run(context, key, seconds, True, False)
+
+
+@task(name="chaos.poison", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=2)
+def poison(context: JobContext, key: str) -> None:
+    """Crashes its worker process on every attempt (like a segfault): it must end in the dead-letter set."""
+    ledger().began(context.job_id, context.attempt, lease_token())
+    os._exit(70)

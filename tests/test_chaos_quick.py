@@ -1,0 +1,106 @@
+"""The chaos suite's quick version (the full one is `make chaos`): every scenario of chaos/scenarios.py at
+small volume, two at a time, each against its own redis-server and worker processes. Also checks that the
+checker itself catches what it claims to catch, on made-up histories."""
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from chaos.checker import judge
+from chaos.ledger import Accepted, Execution, Fault
+from chaos.run import GATES, Result, print_result, run_scenario
+from chaos.scenarios import SCENARIOS
+from jobconsole.core import Job
+
+SEED = 1
+LANES = 2  # scenarios run side by side: they mostly wait for leases to expire
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result | BaseException]]:
+    root = tmp_path_factory.mktemp("chaos")
+
+    def run(name: str) -> Result | BaseException:
+        try:
+            return run_scenario(SCENARIOS[name], quick=True, seed=SEED, root=root)
+        except BaseException as exc:  # noqa: BLE001 - reported by that scenario's test
+            return exc
+
+    with ThreadPoolExecutor(LANES) as pool:
+        yield dict(zip(SCENARIOS, pool.map(run, SCENARIOS), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_quick_scenario(name: str, quick_results: dict[str, Result | BaseException]) -> None:
+    result = quick_results[name]
+    if isinstance(result, BaseException):
+        raise result
+    print_result(result)  # shown by pytest on failure
+    rep = result.report
+    assert rep.accepted > 0 and rep.executions >= rep.accepted - rep.lost
+    assert {gate: getattr(rep, gate) for gate in GATES} == dict.fromkeys(GATES, 0), rep.notes
+
+
+# --- the checker on made-up data ---------------------------------------------------------------------
+
+
+def job(job_id: str, state: str, *attempts: tuple[str, int, int, float, float, str]) -> Job:
+    """A job as read from Redis; attempts are (worker, attempt, pid, started, ended, outcome) in seconds."""
+    history = [
+        json.dumps({"worker": w, "attempt": n, "pid": pid, "started_at": int(s * 1000), "ended_at": int(e * 1000),
+                    "outcome": outcome})
+        for w, n, pid, s, e, outcome in attempts
+    ]  # fmt: skip
+    return Job.from_hash({"id": job_id, "task": "chaos.work", "state": state, "attempts": str(len(attempts))}, history)
+
+
+def run(job_id: str, worker: str, attempt: int, pid: int, started: float, ended: float | None) -> Execution:
+    return Execution(job_id, attempt, f"{worker}:1", worker, pid, started, ended, "ok" if ended else None)
+
+
+def accepted(*ids: str) -> list[Accepted]:
+    return [Accepted(i, "chaos.work", "completed", 0.0) for i in ids]
+
+
+def test_checker_does_not_count_a_zombie_whose_lease_was_taken_away() -> None:
+    # w1 froze at 100 s; its lease was recovered at 103 s; it woke and ran on until 106 s (its ack refused).
+    jobs = {"a": job("a", "completed", ("w1", 1, 1, 100, 103, "worker_lost"), ("w2", 2, 2, 103.1, 104, "completed"))}
+    runs = [run("a", "w1", 1, 1, 100.0, 106.0), run("a", "w2", 2, 2, 103.2, 103.9)]
+    report = judge(accepted("a"), runs, [Fault("stop", frozenset({1}), 100.5, 103.5)], jobs)
+    assert (report.overlaps, report.wallclock_overlaps, report.lost, report.live_worker_leases_lost) == (0, 1, 0, 0)
+    assert report.recovery == [pytest.approx(2.5)]  # stopped at 100.5, lease taken away at 103
+
+
+def test_checker_counts_two_executions_under_overlapping_leases() -> None:
+    # A broken engine that handed out a second lease while the first was still valid.
+    jobs = {"a": job("a", "completed", ("w1", 1, 1, 100, 105, "completed"), ("w2", 2, 2, 102, 104, "completed"))}
+    runs = [run("a", "w1", 1, 1, 100.0, 104.9), run("a", "w2", 2, 2, 102.1, 103.9)]
+    report = judge(accepted("a"), runs, [], jobs)
+    assert report.overlaps == 1
+    assert report.rerun_after_ack == 0
+
+
+def test_checker_counts_lost_jobs_reruns_after_ack_early_runs_and_spurious_recoveries() -> None:
+    jobs = {
+        "done": job("done", "completed", ("w1", 1, 1, 100, 101, "completed"), ("w2", 2, 2, 102, 103, "worker_lost")),
+        "stuck": job("stuck", "queued"),
+        "fake": job("fake", "completed", ("w1", 1, 1, 100, 101, "completed")),  # completed, but never ran
+        "gone": None,
+    }
+    runs = [run("done", "w1", 1, 1, 100.1, 100.9), run("done", "w2", 2, 2, 102.1, None)]
+    late = [Accepted("done", "chaos.work", "completed", 101.0), *accepted("stuck", "fake", "gone")]
+    report = judge(late, runs, [], jobs)
+    assert report.lost == 3
+    assert report.rerun_after_ack == 1
+    assert report.early == 1  # 'done' ran at 100.1, before its run_at (101)
+    assert report.live_worker_leases_lost == 1  # w2 (pid 2) was never hit by a fault
+
+
+def test_checker_counts_an_execution_that_no_lease_explains() -> None:
+    jobs = {"a": job("a", "completed", ("w1", 1, 1, 100, 101, "completed"))}
+    report = judge(accepted("a"), [run("a", "w1", 1, 1, 100.1, 100.9), run("a", "w9", 1, 9, 100.2, 100.5)], [], jobs)
+    assert report.unmatched == 1
+    assert report.overlaps == 1  # an unexplained execution counts as valid throughout
