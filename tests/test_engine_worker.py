@@ -444,3 +444,27 @@ def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
     job = client.get(orphan)
     assert job.state is JobState.QUEUED and job.attempts == 0
     assert [a.outcome for a in job.history] == ["requeued"]
+
+
+def test_leases_that_ran_out_while_redis_was_away_get_their_remaining_time_back(
+    r: "redis.Redis", client: Client
+) -> None:
+    k = queue_keys("q")
+    lapsed_in_outage, expired_before = client.enqueue("t.ok").id, client.enqueue("t.ok").id
+    _claim_one(r), _claim_one(r)
+    seconds, micros = r.time()
+    now = seconds * 1000 + micros // 1000
+    # Redis was unreachable for the last 10 s. One lease ran out 2 s ago, 3 s after the outage began: its
+    # worker could not renew it. The other had run out before the outage: that worker is really gone.
+    r.zadd(k.active, {lapsed_in_outage: now - 7_000, expired_before: now - 20_000})
+    maintenance = Maintenance(r, interval=0.1)
+    maintenance._last_ok -= 10  # what the maintenance loop saw: no pass could reach Redis for 10 s
+    assert maintenance.is_leader()
+    assert maintenance.step() == 1
+    assert client.get(expired_before).state is JobState.QUEUED
+    assert client.get(lapsed_in_outage).state is JobState.RUNNING
+    deadline = r.zscore(k.active, lapsed_in_outage)
+    assert (
+        deadline is not None and 3_000 <= deadline - now <= 5_000
+    )  # what it had left when the outage began (+1 s margin)
+    assert maintenance.step() == 0  # the next, timely pass spares nothing more and recovers nothing

@@ -42,6 +42,7 @@ class RunningJob:
     started: float = field(default_factory=time.monotonic)
     next_heartbeat: float = 0.0
     last_task_heartbeat: float = field(default_factory=time.monotonic)
+    renewed: float = field(default_factory=time.monotonic)  # last time Redis accepted a heartbeat (or the claim)
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread_id: int | None = None
     async_task: "asyncio.Task[Any] | None" = None

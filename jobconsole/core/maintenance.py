@@ -54,6 +54,7 @@ class Maintenance:
         if lock_ttl is None:
             lock_ttl = max(3 * interval, 3.0)
         self.lock_ttl_ms = int(lock_ttl * 1000)
+        self._last_ok = time.monotonic()  # end of the last pass that reached Redis
         self.trim_every = trim_every
         self.token = uuid.uuid4().hex
         self._last_trim = 0.0
@@ -72,11 +73,22 @@ class Maintenance:
 
     def step(self) -> int:
         """One pass over every queue if we lead; returns the number of jobs recovered or promoted."""
-        if not self.is_leader():
+        leader = self.is_leader()
+        # Passes normally follow each other every `interval`; a longer gap means our calls to Redis blocked
+        # or failed meanwhile (Redis frozen, restarting, unreachable): recover.lua then spares the leases
+        # that ran out during the outage, since their workers could not renew them either.
+        gap = time.monotonic() - self._last_ok
+        self._last_ok = time.monotonic()
+        if not leader:
             return 0
+        outage_ms = int((gap + 1.0) * 1000) if gap > 2 * self.interval + 0.3 else 0
+        if outage_ms:
+            log.warning(
+                "maintenance: Redis was unreachable for about %.1fs; sparing leases that ran out meanwhile", gap
+            )
         done = 0
         for queue in known_queues(self.redis):
-            done += self.recover(queue) + self.promote(queue)
+            done += self.recover(queue, outage_ms=outage_ms) + self.promote(queue)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
             for queue in known_queues(self.redis):
@@ -84,7 +96,7 @@ class Maintenance:
             self.prune_workers()
         return done
 
-    def recover(self, queue: str, limit: int = 200) -> int:
+    def recover(self, queue: str, limit: int = 200, outage_ms: int = 0) -> int:
         """Requeue or dead-letter every job of the queue whose lease has expired."""
         k = queue_keys(queue)
         total = 0
@@ -92,7 +104,7 @@ class Maintenance:
             reply: list[str] = scripts.run(
                 self.redis, "recover",
                 [k.active, k.ready, k.dead, k.failed, k.unique, k.events, k.wake, k.seq, k.stats],
-                [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), limit],
+                [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), limit, outage_ms],
             )  # fmt: skip
             split = reply.index("|")
             requeued, ended = reply[:split], reply[split + 1 :]

@@ -494,6 +494,8 @@ class Worker:
                 raise reply
             for job, code in zip(batch, reply, strict=True):
                 job.next_heartbeat = sent + job.lease_s / 3
+                if code != -1:
+                    job.renewed = sent
                 if code == -1 and not job.lost:
                     job.lost = True
                     log.warning("lease lost job=%s task=%s: another worker may be running it", job.id, job.task.name)
@@ -511,7 +513,14 @@ class Worker:
             "" if progress is None else repr(float(progress)),
             "" if checkpoint is None else json.dumps(checkpoint, allow_nan=False),
         )
-        self._send_heartbeats([job], {job.id: encoded})
+        try:
+            self._send_heartbeats([job], {job.id: encoded})
+        except RETRYABLE_ERRORS as exc:
+            # A Redis blip must not fail a healthy task; only a lease that may have run out is a reason to stop.
+            if time.monotonic() - job.renewed > job.lease_s:
+                raise LeaseLost(f"job {job.id}: Redis unreachable for longer than the lease ({exc})") from exc
+            log.warning("heartbeat of job=%s failed (%s); the lease is still valid, going on", job.id, exc)
+            return
         if job.lost:
             raise LeaseLost(f"job {job.id}: lease lost; stop, another worker may own it")
 

@@ -2,9 +2,20 @@
 -- KEYS[1] active  KEYS[2] ready  KEYS[3] dead  KEYS[4] failed  KEYS[5] unique  KEYS[6] events  KEYS[7] wake
 -- KEYS[8] seq  KEYS[9] stats
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
+-- ARGV[5] outage ms: how long the recoverer could not reach Redis just before this pass (0 = none)
 -- Returns {requeued ids..., '|', dead-lettered ids...}; call again while it returns `limit` jobs.
-local prefix, maxlen, ttl, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local prefix, maxlen, ttl, limit, outage = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
+if outage > 0 then
+  -- Redis was frozen, down or unreachable: a lease that ran out meanwhile may belong to a live worker that
+  -- could not renew it either. Each such lease gets back what it had left when the outage began, instead
+  -- of its job being run twice. Bounded by one lease; leases that ran out before the outage are not touched.
+  local began = now - outage
+  local lapsed = redis.call('ZRANGE', KEYS[1], began, now, 'BYSCORE', 'WITHSCORES')
+  for i = 1, #lapsed, 2 do
+    redis.call('ZADD', KEYS[1], now + tonumber(lapsed[i + 1]) - began, lapsed[i])
+  end
+end
 local requeued, ended = {}, {}
 local expired = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
 for _, job_id in ipairs(expired) do
