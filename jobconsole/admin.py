@@ -308,6 +308,19 @@ def _delete(job_id: str, queue: str) -> None:
 # --- dead letters ----------------------------------------------------------------------------------
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Rows nobody adds, edits or deletes by hand (the mirror writes them; actions change Redis)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class OpenFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
@@ -334,7 +347,7 @@ class ResubmitForm(forms.Form):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DeadLetterAdmin(ReadOnlyAdmin):  # read-only rows; operators act through the actions
     list_display = ["job_id", "task", "version", "queue", "died_at", "error_class", "fingerprint", "attempts",
                     "resubmitted_at", "resubmitted_by"]  # fmt: skip
     list_filter = [OpenFilter, "queue", "task", "version", "fingerprint", ("died_at", admin.DateFieldListFilter)]
@@ -348,15 +361,6 @@ class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     fields = tuple(readonly_fields)
     actions = ["resubmit", "resubmit_reset", "resubmit_edited", "purge"]
     change_list_template = "admin/jobconsole/deadletter/change_list.html"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("jobconsole.operate_deadletter")
@@ -471,19 +475,10 @@ def _mark_resubmitted(pk: int, request: HttpRequest) -> None:
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class QueueAdmin(ReadOnlyAdmin):
     list_display = ["name", "paused", "changed_at", "counts"]
     actions = ["pause", "resume"]
     readonly_fields = ["name", "paused", "changed_at", "counts"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("jobconsole.operate_queue")
@@ -514,17 +509,6 @@ class QueueAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Resume", permissions=["operate"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         self._set(request, queryset, False)
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(AuditLog)
