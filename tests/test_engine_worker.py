@@ -468,3 +468,18 @@ def test_leases_that_ran_out_while_redis_was_away_get_their_remaining_time_back(
         deadline is not None and 3_000 <= deadline - now <= 5_000
     )  # what it had left when the outage began (+1 s margin)
     assert maintenance.step() == 0  # the next, timely pass spares nothing more and recovers nothing
+
+
+def test_a_prefetched_job_whose_lease_may_be_gone_is_not_started(registry: TaskRegistry) -> None:
+    from jobconsole.core.execution import Kind, RunningJob, run_sync
+
+    calls: list[int] = []
+    task = registry.register(lambda: calls.append(1), name="t.counted", queue="q")
+    job = RunningJob(
+        id="j", queue="q", token="t", task=task, attempt=1, max_retries=0, params={}, context=None,
+        lease_s=3.0, timeout_s=None,
+    )  # fmt: skip
+    job.renewed -= 2.5  # the process was frozen: no renewal for most of the lease
+    assert run_sync(job).kind is Kind.RELEASE and calls == []
+    job.renewed = time.monotonic()
+    assert run_sync(job).kind is Kind.COMPLETE and calls == [1]

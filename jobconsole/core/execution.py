@@ -54,6 +54,11 @@ class RunningJob:
     stalled: bool = False  # the task stopped calling heartbeat() within max_heartbeat_interval
     cancel_requested: bool = False
 
+    def lease_fresh(self) -> bool:
+        """Safe to start: renewed recently (heartbeats come every third of the lease). A prefetched job
+        that waited in a process that was frozen or cut off may have been given to another worker."""
+        return not self.lost and time.monotonic() - self.renewed < self.lease_s * 2 / 3
+
     def interrupt(self, exc_type: type[BaseException]) -> bool:
         """Raise `exc_type` inside the running task (thread: at its next Python instruction)."""
         with self.lock:
@@ -83,7 +88,7 @@ class Outcome:
 def run_sync(job: RunningJob) -> Outcome:
     """Thread-pool entry point. Never raises: every way out becomes an Outcome."""
     with job.lock:
-        if job.interrupted:  # the worker is stopping and this job never started
+        if job.interrupted or not job.lease_fresh():  # stopping, or the lease may be gone: do not start it
             return Outcome(job, Kind.RELEASE, 0)
         job.thread_id = threading.get_ident()
         job.began = True
@@ -103,7 +108,7 @@ async def run_async(job: RunningJob) -> Outcome:
     """Event-loop entry point for `async def` tasks. Never raises."""
     current = asyncio.current_task()
     with job.lock:
-        if job.interrupted:
+        if job.interrupted or not job.lease_fresh():
             return Outcome(job, Kind.RELEASE, 0)
         job.began = True
         job.started = time.monotonic()
