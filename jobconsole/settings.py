@@ -98,7 +98,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = VAR_DIR / "static"  # collectstatic fills it (make run); WhiteNoise serves it
+STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "admin:login"
