@@ -319,14 +319,8 @@ def test_recoverer_finds_every_expired_lease_not_only_the_oldest(r: "redis.Redis
     assert job.state is JobState.DEAD and [a.outcome for a in job.history] == ["worker_lost", "worker_lost"]
 
 
-def test_heartbeats_keep_a_long_job_leased(r: "redis.Redis", registry: TaskRegistry) -> None:
-    @registry.task(name="t.long", queue="q", visibility_timeout=0.5, max_retries=0)
-    def long() -> str:
-        time.sleep(1.6)  # three leases long, without calling heartbeat() itself
-        return "done"
-
-    client = Client(r, registry)
-    job_id = client.enqueue("t.long").id
+def run_burst_with_recoverer(r: "redis.Redis", registry: TaskRegistry) -> None:
+    """A burst worker on queue q, with a recoverer passing every 0.1 s beside it."""
     stop = threading.Event()
     recoverer = threading.Thread(target=Maintenance(r, interval=0.1).run, args=(stop,))
     recoverer.start()
@@ -335,6 +329,17 @@ def test_heartbeats_keep_a_long_job_leased(r: "redis.Redis", registry: TaskRegis
     finally:
         stop.set()
         recoverer.join()
+
+
+def test_heartbeats_keep_a_long_job_leased(r: "redis.Redis", registry: TaskRegistry) -> None:
+    @registry.task(name="t.long", queue="q", visibility_timeout=0.5, max_retries=0)
+    def long() -> str:
+        time.sleep(1.6)  # three leases long, without calling heartbeat() itself
+        return "done"
+
+    client = Client(r, registry)
+    job_id = client.enqueue("t.long").id
+    run_burst_with_recoverer(r, registry)
     job = client.get(job_id)
     assert job.state is JobState.COMPLETED and [a.outcome for a in job.history] == ["completed"]
 
@@ -348,14 +353,7 @@ def test_task_that_stops_heartbeating_is_treated_as_stalled(r: "redis.Redis", re
 
     client = Client(r, registry)
     job_id = client.enqueue("t.hung").id
-    stop = threading.Event()
-    recoverer = threading.Thread(target=Maintenance(r, interval=0.1).run, args=(stop,))
-    recoverer.start()
-    try:
-        run_burst(r, registry, ["q"])
-    finally:
-        stop.set()
-        recoverer.join()
+    run_burst_with_recoverer(r, registry)
     job = client.get(job_id)
     assert job.state is JobState.DEAD and job.history[0].outcome == "worker_lost"
 
