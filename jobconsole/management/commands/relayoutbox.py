@@ -3,15 +3,13 @@
 Publishes outbox entries that were committed but never published (their process died after the commit).
 The mirror leader does this too (JOBCONSOLE["MIRROR"]["RELAY_EVERY"]); this command runs it on its own."""
 
-import signal
-import threading
 from argparse import ArgumentParser
-from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
 from jobconsole import outbox
+from jobconsole.management.stopping import stop_on_signals
 
 
 class Command(BaseCommand):
@@ -29,13 +27,7 @@ class Command(BaseCommand):
                 total += sent
             self.stdout.write(f"published {total}")
             return
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        stop = stop_on_signals()
         while not stop.is_set():
             try:
                 outbox.relay(older_than=options["older_than"])

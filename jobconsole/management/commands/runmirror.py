@@ -1,14 +1,12 @@
 """python manage.py runmirror: the database mirror alone (plus the outbox relay and database retention)."""
 
 import os
-import signal
-import threading
 from argparse import ArgumentParser
-from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from jobconsole.management.stopping import stop_on_signals
 from jobconsole.mirror.loop import build_mirror
 
 
@@ -35,13 +33,7 @@ class Command(BaseCommand):
                 mirror.release()
             self.stdout.write(f"applied {mirror.events_applied} events, resyncs={mirror.resyncs}")
             return
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        stop = stop_on_signals()
         mirror.run(stop)
 
 
