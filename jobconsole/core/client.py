@@ -17,7 +17,7 @@ from jobconsole.core.job import Job
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.priority import parse_priority
 from jobconsole.core.states import JobState
-from jobconsole.core.tasks import DeadLetterPolicy, TaskRegistry, default_registry
+from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
 
 MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
@@ -110,17 +110,7 @@ class Client:
         task = self.registry.find(spec.task)
         if task is None and self.strict:
             raise UnknownTask(f"unknown task {spec.task!r}")
-        params = spec.params if spec.params is not None else {}
-        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
-            raise InvalidJob("params must be a JSON object with string keys")
-        try:
-            params_json = json.dumps(params, allow_nan=False, separators=(",", ":"))
-        except (TypeError, ValueError) as exc:
-            raise InvalidJob(f"params must be JSON (no NaN/Infinity, no objects): {exc}") from None
-        if len(params_json) > MAX_PARAMS_BYTES:
-            raise InvalidJob(f"params are {len(params_json)} bytes; the limit is {MAX_PARAMS_BYTES}")
-        if task is not None:
-            task.validate_params(params)
+        params_json = encode_params(spec.params if spec.params is not None else {}, task)
         queue = spec.queue or (task.queue if task else spec.task)
         if not keys.NAME_PATTERN.match(queue):
             raise InvalidJob(f"invalid queue name {queue!r}")
@@ -288,6 +278,22 @@ class Client:
         if outcome == "duplicate":
             raise JobStateConflict(job_id, "blocked by a live job with the same unique key", operation)
         raise JobStateConflict(job_id, outcome.removeprefix("is:"), operation)
+
+
+def encode_params(params: Any, task: Task | None) -> str:
+    """Job parameters as stored: a JSON object with string keys, within the size limit, accepted by the
+    task's signature when the task is registered here. Raises InvalidJob."""
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        raise InvalidJob("params must be a JSON object with string keys")
+    try:
+        encoded = json.dumps(params, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(f"params must be JSON (no NaN/Infinity, no objects): {exc}") from None
+    if len(encoded) > MAX_PARAMS_BYTES:
+        raise InvalidJob(f"params are {len(encoded)} bytes; the limit is {MAX_PARAMS_BYTES}")
+    if task is not None:
+        task.validate_params(params)
+    return encoded
 
 
 def _timing(delay: float | None, run_at: datetime | None) -> tuple[scripts.Arg, scripts.Arg]:

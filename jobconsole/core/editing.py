@@ -5,13 +5,12 @@ applies only if the job is still in that state with the same attempt count, so a
 finished or was retried meanwhile is never changed behind its back.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from jobconsole.core import scripts
-from jobconsole.core.client import MAX_PARAMS_BYTES, Client
+from jobconsole.core.client import Client, encode_params
 from jobconsole.core.errors import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.priority import parse_priority
@@ -82,19 +81,8 @@ def edit_job(
 def _check_params(client: Client, job_key: str, params: dict[str, Any]) -> str:
     """Validated like an enqueue: a JSON object with string keys, within the size limit, and accepted by
     the task's signature when this process has the task registered."""
-    if not isinstance(params, dict) or not all(isinstance(key, str) for key in params):
-        raise InvalidJob("params must be a JSON object with string keys")
-    try:
-        encoded = json.dumps(params, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidJob(f"params must be JSON (no NaN/Infinity): {exc}") from None
-    if len(encoded) > MAX_PARAMS_BYTES:
-        raise InvalidJob(f"params are {len(encoded)} bytes; the limit is {MAX_PARAMS_BYTES}")
     task_name = client.redis.hget(job_key, "task")
-    task = client.registry.find(str(task_name)) if task_name else None
-    if task is not None:
-        task.validate_params(params)
-    return encoded
+    return encode_params(params, client.registry.find(str(task_name)) if task_name else None)
 
 
 def delete_many(client: Client, jobs: list[tuple[str, str]]) -> list[str]:
