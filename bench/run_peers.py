@@ -232,23 +232,35 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
-def run_peer(name: str, spec: PeerSpec, url: str, jobs: int, samples: int, repeat: int) -> list[dict[str, Any]]:
+def run_step(
+    name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
+) -> dict[str, Any]:
+    """One measurement of one peer (best of `repeat` for throughput)."""
+    n, times = jobs, 1
+    if mode == "throughput":
+        n = min(jobs, spec.max_throughput_jobs or jobs)
+        times = repeat  # the machine is shared: keep the least disturbed run
+    runs = []
+    for _ in range(times):
+        t0 = time.monotonic()
+        result = run_adapter(name, spec, url, mode, workers, n, samples)
+        status = "ok" if result.get("ok") else f"FAILED: {result.get('error')}"
+        jps = result.get("jobs_per_s")
+        detail = f"  {jps:,.0f} jobs/s" if isinstance(jps, float) else ""
+        log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}{detail}")
+        runs.append(result)
+    return best_of(runs) if times > 1 else runs[0]
+
+
+def run_all(peers: list[str], url: str, jobs: int, samples: int, repeat: int) -> list[dict[str, Any]]:
+    """Measure by measurement, every system back to back: a VM whose speed drifts over a run (this one
+    does, by a third) then shifts each column as a whole instead of favouring whoever runs first."""
     results = []
-    for mode, workers in spec.plan or PLAN:
-        n, times = jobs, 1
-        if mode == "throughput":
-            n = min(jobs, spec.max_throughput_jobs or jobs)
-            times = repeat  # the machine is shared: keep the least disturbed run
-        runs = []
-        for _ in range(times):
-            t0 = time.monotonic()
-            result = run_adapter(name, spec, url, mode, workers, n, samples)
-            status = "ok" if result.get("ok") else f"FAILED: {result.get('error')}"
-            jps = result.get("jobs_per_s")
-            detail = f"  {jps:,.0f} jobs/s" if isinstance(jps, float) else ""
-            log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}{detail}")
-            runs.append(result)
-        results.append(best_of(runs) if times > 1 else runs[0])
+    for mode, workers in PLAN:
+        for name in peers:
+            spec = PEERS[name]
+            if (mode, workers) in (spec.plan or PLAN):
+                results.append(run_step(name, spec, url, mode, workers, jobs, samples, repeat))
     return results
 
 
@@ -422,11 +434,9 @@ def main() -> int:
         "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)}",
     }
     t0 = time.monotonic()
-    results: list[dict[str, Any]] = []
     redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server)
     with redis_ctx as url:
-        for name in peers:
-            results += run_peer(name, PEERS[name], url, jobs, samples, args.repeat)
+        results = run_all(peers, url, jobs, samples, args.repeat)
     meta["duration_s"] = round(time.monotonic() - t0, 1)
     write_results(results, meta)
     print(table(results, peers))

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.ledger import ENV, Ledger
+from chaos.ledger import ENV, SKEW_ENV, Ledger
 from chaos.tasks import QUEUE
 from tests.redis_server import RedisServer
 
@@ -47,6 +47,7 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
     workers: dict[int, Proc] = field(default_factory=dict)
     signalled: set[int] = field(default_factory=set)  # pids the harness sent a fatal signal to
+    skews: dict[int, float] = field(default_factory=dict)  # slot -> its clock's offset in seconds (libfaketime)
     _generation: int = 0
 
     def env(self, redis_url: str) -> dict[str, str]:
@@ -62,13 +63,16 @@ class Cluster:
             ENV: self.ledger.path,
         }
 
-    def _spawn(self, name: str, redis_url: str, *args: str) -> Proc:
+    def _spawn(self, name: str, redis_url: str, *args: str, skew: float = 0.0) -> Proc:
         log = self.workdir / f"{name}.log"
+        command = [sys.executable, str(PROJECT / "manage.py"), *args]
+        env = self.env(redis_url)
+        if skew:
+            # The process's wall clock reads `skew` seconds off (chaos/skew/sitecustomize.py); monotonic
+            # clocks are left alone, as with a host whose NTP is broken.
+            env |= {SKEW_ENV: str(skew), "PYTHONPATH": f"{PROJECT / 'chaos' / 'skew'}{os.pathsep}{env['PYTHONPATH']}"}
         with log.open("wb") as out:
-            popen = subprocess.Popen(
-                [sys.executable, str(PROJECT / "manage.py"), *args],
-                cwd=PROJECT, env=self.env(redis_url), stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            popen = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
         proc = Proc(name, popen, log)
         self.procs.append(proc)
         return proc
@@ -80,13 +84,15 @@ class Cluster:
         name = f"w{slot}-{self._generation}"
         proc = self._spawn(
             name, redis_url or self.redis.url, "runworker", "--queues", QUEUE, "--name", name,
-            "--concurrency", str(self.concurrency), "--no-maintenance",
+            "--concurrency", str(self.concurrency), "--no-maintenance", skew=self.skews.get(slot, 0.0),
         )  # fmt: skip
         self.workers[slot] = proc
         return proc
 
-    def start_recoverer(self, name: str = "recoverer", interval: float = 0.2) -> Proc:
-        return self._spawn(f"{name}-{len(self.procs)}", self.redis.url, "runrecoverer", "--interval", str(interval))
+    def start_recoverer(self, name: str = "recoverer", interval: float = 0.2, skew: float = 0.0) -> Proc:
+        return self._spawn(
+            f"{name}-{len(self.procs)}", self.redis.url, "runrecoverer", "--interval", str(interval), skew=skew
+        )
 
     def wait_started(self, procs: list[Proc], timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

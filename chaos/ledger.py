@@ -14,6 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+# Set by the harness on a process whose clock it skewed (seconds): the ledger records true time.
+SKEW_ENV = "CHAOS_CLOCK_SKEW_S"
+_SKEW = float(os.environ.get(SKEW_ENV) or 0)
+
+
+def _now() -> float:
+    return time.time() - _SKEW
+
+
 ENV = "CHAOS_LEDGER"  # worker processes find the ledger through this variable
 
 SCHEMA = """
@@ -90,7 +99,7 @@ class Ledger:
     # --- writers (harness) --------------------------------------------------------------------------
 
     def accept(self, jobs: Iterable[Accepted]) -> None:
-        now = time.time()
+        now = _now()
         rows = [(a.job_id, a.task, a.expect, a.not_before, now) for a in jobs]
         db = self._db()
         with db:
@@ -113,19 +122,17 @@ class Ledger:
         worker = token.rsplit(":", 1)[0]  # a lease token is '<worker id>:<sequence>'
         cur = self._db().execute(
             "INSERT INTO executions (job_id, attempt, token, worker, pid, started) VALUES (?, ?, ?, ?, ?, ?)",
-            (job_id, attempt, token, worker, os.getpid(), time.time()),
+            (job_id, attempt, token, worker, os.getpid(), _now()),
         )
         return int(cur.lastrowid or 0)
 
     def ended(self, execution_id: int, outcome: str) -> None:
-        self._db().execute(
-            "UPDATE executions SET ended = ?, outcome = ? WHERE id = ?", (time.time(), outcome, execution_id)
-        )
+        self._db().execute("UPDATE executions SET ended = ?, outcome = ? WHERE id = ?", (_now(), outcome, execution_id))
 
     def side_effect(self, key: str, job_id: str) -> bool:
         """Apply an idempotent side effect; True if this call applied it. Raw attempts are counted apart."""
         db = self._db()
-        now = time.time()
+        now = _now()
         with db:
             db.execute("BEGIN IMMEDIATE")
             db.execute("INSERT INTO effect_attempts VALUES (?, ?, ?, ?)", (key, job_id, os.getpid(), now))

@@ -40,7 +40,8 @@ class Result:
 
     @property
     def failures(self) -> list[str]:
-        return [f"{gate}={getattr(self.report, gate)}" for gate in GATES if getattr(self.report, gate)]
+        gates = GATES + self.scenario.extra_gates
+        return [f"{gate}={getattr(self.report, gate)}" for gate in gates if getattr(self.report, gate)]
 
     @property
     def passed(self) -> bool:

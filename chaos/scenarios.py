@@ -20,6 +20,7 @@ class Scenario:
     title: str
     run: Callable[[Ctx], None]
     appendfsync: str = "always"
+    extra_gates: tuple[str, ...] = ()  # counts (chaos.checker.Report fields) that must also be 0 here
 
 
 def kill_loop(ctx: Ctx) -> None:
@@ -219,6 +220,47 @@ def delayed(ctx: Ctx) -> None:
     ctx.settle()
 
 
+def clock_skew(ctx: Ctx) -> None:
+    """#11: workers and the recoverer (the promoter) run with wall clocks 300 s ahead or behind.
+    Every deadline comes from Redis TIME, so delayed jobs never run early, none waits 300 s, and no live lease is
+    taken for expired; workers are killed meanwhile so that the skewed recoverer has leases to judge."""
+    ctx.cluster.skews.update({0: 300.0, 1: -300.0, 2: 0.0})
+    recoverer = ctx.cluster.start_recoverer(skew=-300.0)
+    ctx.workers(3)
+    n = int(ctx.size(300, 3000))
+    horizon = ctx.size(3.0, 8.0)
+    plan = [
+        work(f"c{i}", ctx.rng.choice([0.0, 0.05, 0.3]), delay=ctx.rng.uniform(0.0, horizon) if i % 2 else None)
+        for i in range(n)
+    ]
+    ctx.produce(plan, rate=ctx.size(100, 300))
+    end = time.monotonic() + horizon
+    while ctx.producing() or time.monotonic() < end:
+        ctx.sleep(1.0, 2.5)
+        if ctx.rng.random() < 0.2:
+            ctx.cluster.kill(recoverer)
+            recoverer = ctx.cluster.start_recoverer(skew=ctx.rng.choice([300.0, -300.0]))
+        else:
+            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+            ctx.cluster.kill(ctx.cluster.workers[slot])
+            ctx.cluster.start_worker(slot)  # with the same skew
+    ctx.settle()
+
+
+def cpu_bound(ctx: Ctx) -> None:
+    """#5: every task thread of every worker burns CPU in Python for up to 3x the lease without calling
+    heartbeat(); the heartbeat thread has to win the GIL from eight busy threads in time. No lease of a live
+    worker may lapse (a false stall would hand a running job to a second worker)."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(60, 400))
+    plan = [work(f"s{i}", ctx.rng.uniform(0.2, 3 * LEASE_S), task="chaos.spin") for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(20, 40))
+    while ctx.producing():
+        ctx.sleep(0.5, 1.0)
+    ctx.settle(timeout=120.0)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -232,5 +274,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("network", "TCP proxy: RST, blackhole, delay", network),
         Scenario("poison", "poison jobs crash their worker", poison),
         Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
+        Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
+        Scenario("cpu_bound", "CPU-bound tasks starve nothing", cpu_bound, extra_gates=("live_worker_leases_lost",)),
     ]
 }

@@ -65,6 +65,21 @@ def work(
     return _run(context, key, seconds, heartbeat, die_after_effect)
 
 
+@task(name="chaos.spin", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1)
+def spin(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
+    """CPU-bound for `seconds` in pure Python (holding the GIL but for the interpreter's switches) and never
+    calling heartbeat(): the worker's own heartbeat thread must keep the lease alive meanwhile."""
+    book = ledger()
+    execution = book.began(context.job_id, context.attempt, lease_token())
+    deadline = time.monotonic() + seconds
+    total = 0
+    while time.monotonic() < deadline:
+        total += sum(i * i for i in range(2_000))
+    book.side_effect(key, context.job_id)
+    book.ended(execution, "ok")
+    return {"pid": os.getpid()}
+
+
 @task(name="chaos.requeue", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, on_shutdown="requeue")
 def requeue(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
     """chaos.work for long jobs that a SIGTERM interrupts and puts back without using an attempt."""

@@ -38,14 +38,14 @@ def enqueue(task: str, params: dict[str, Any] | None = None, *, using: str | Non
     counts from now, not from the publish."""
     spec = JobSpec(task=task, params=params, **options)
     if spec.delay is not None and spec.run_at is not None:
-        get_client()._prepare(spec)  # raises the engine's own InvalidJob message
+        get_client().check(spec)  # raises the engine's own InvalidJob message
     run_at = spec.run_at
     if spec.delay is not None:
         run_at = datetime.now(UTC) + timedelta(seconds=float(spec.delay))
     spec = replace(spec, id=spec.id or new_job_id(), delay=None, run_at=run_at)
-    prepared = get_client()._prepare(spec)  # the engine's validation, unchanged (raises InvalidJob)
+    queue = get_client().check(spec)  # the engine's validation, unchanged (raises InvalidJob)
     assert spec.id is not None
-    OutboxEntry.objects.using(using).create(id=spec.id, task=task, queue=prepared.queue, spec=_to_json(spec))
+    OutboxEntry.objects.using(using).create(id=spec.id, task=task, queue=queue, spec=_to_json(spec))
     job_id = spec.id
     transaction.on_commit(lambda: publish([job_id], using=using), using=using, robust=True)
     return job_id

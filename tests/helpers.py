@@ -1,7 +1,9 @@
 """Small helpers shared by the engine tests."""
 
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -16,6 +18,22 @@ def run_burst(r: "redis.Redis", registry: TaskRegistry, queues: Sequence[str], *
     worker = Worker(r, queues, registry, burst=True, **options)
     worker.run()
     return worker
+
+
+@contextmanager
+def worker_in_thread(
+    r: "redis.Redis", registry: TaskRegistry, queues: Sequence[str], **options: Any
+) -> Iterator[Worker]:
+    """A worker running in a thread of this process for the duration of the block, then stopped."""
+    options.setdefault("maintenance", False)
+    worker = Worker(r, queues, registry, **options)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        thread.join(10)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:

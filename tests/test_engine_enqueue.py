@@ -1,5 +1,6 @@
 """Enqueueing: validation, ids, priorities, FIFO, delays, unique keys, bulk."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -96,6 +97,8 @@ def test_bad_options_are_refused_and_enqueue_nothing(
     ("params", "message"),
     [
         ({}, "missing parameter"),
+        (None, "missing parameter"),
+        ([], "JSON object"),
         ({"count": "3"}, "should be int"),
         ({"count": True}, "should be int"),
         ({"count": 1, "ratio": "x"}, "should be float"),
@@ -165,8 +168,8 @@ def test_bulk_enqueue_uses_one_round_trip_per_batch(r: "redis.Redis", client: Cl
     assert len(results) == 2500 and all(x.created for x in results)
     assert len({x.id for x in results}) == 2500
     assert client.counts("q").queued == 2501
-    # 3 batches = 3 EVALSHA calls from the client, each enqueueing up to 1,000 jobs.
-    assert calls["cmdstat_evalsha"] == 3
+    # 3 batches of up to 1,000 jobs, each one pipelined write of scripts of up to 250 jobs: 4 + 4 + 2 calls.
+    assert calls["cmdstat_evalsha"] == 10
 
 
 def test_bulk_enqueue_validates_everything_before_sending(client: Client, r: "redis.Redis") -> None:
@@ -182,7 +185,21 @@ def test_every_key_of_a_queue_shares_one_cluster_slot() -> None:
     from redis.crc import key_slot
 
     k = queue_keys("emails")
-    names = [getattr(k, f) for f in k.__slots__ if f not in ("queue", "job_prefix")]
-    names += [k.job("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.attempts("01ARZ3NDEKTSV4RRFFQ69G5FAV")]
-    assert len(names) == 16
+    names = [getattr(k, f) for f in k.__slots__ if f not in ("queue", "job_prefix", "inbox_prefix")]
+    names += [k.job("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.attempts("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.inbox("host:1:abc")]
+    assert len(names) == 18
     assert len({key_slot(n.encode()) for n in names}) == 1
+
+
+def test_generated_ids_are_valid_ulids_in_creation_order() -> None:
+    from ulid import ULID
+
+    from jobconsole.core.ids import new_job_id, new_job_ids
+
+    batch = new_job_ids(5000)
+    assert batch == sorted(batch) and len(set(batch)) == 5000
+    assert all(str(ULID.from_str(i)) == i for i in batch[:100])
+    assert abs(ULID.from_str(batch[0]).timestamp - time.time()) < 5
+    later = new_job_ids(3)
+    assert not set(later) & set(batch)
+    assert len({new_job_id() for _ in range(1000)}) == 1000

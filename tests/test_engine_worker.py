@@ -22,7 +22,8 @@ from jobconsole.core import (
 )
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from tests.helpers import run_burst, wait_for
+from jobconsole.core.worker import LEASED_FIELDS
+from tests.helpers import run_burst, wait_for, worker_in_thread
 
 
 class Boom(Exception):
@@ -200,16 +201,10 @@ def test_cancel_waiting_scheduled_and_running_jobs(r: "redis.Redis", client: Cli
     assert client.cancel(waiting) == "cancelled" and client.cancel(scheduled) == "cancelled"
     assert client.counts("q").queued == 0 and client.counts("q").scheduled == 0
     running = client.enqueue("t.cancellable").id
-    worker = Worker(r, ["q"], registry, maintenance=False)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
+    with worker_in_thread(r, registry, ["q"]):
         wait_for(lambda: client.get(running).state is JobState.RUNNING)
         assert client.cancel(running) == "requested"
         wait_for(lambda: client.get(running).state is JobState.CANCELLED, timeout=5)
-    finally:
-        worker.request_stop()
-        thread.join(10)
     assert client.get(running).history[-1].outcome == "cancelled"
     with pytest.raises(JobStateConflict):
         client.cancel(running)
@@ -264,8 +259,7 @@ def _claim_one(r: "redis.Redis", queue: str = "q") -> dict[str, str]:
         r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
         [k.job_prefix, 1000, 1, "test-worker", "host", 123],
     )  # fmt: skip
-    flat = reply[2]
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+    return dict(zip(LEASED_FIELDS, reply[2], strict=True))
 
 
 def _complete(r: "redis.Redis", job_id: str, token: str, queue: str = "q") -> int:
@@ -406,10 +400,7 @@ def test_leader_lock_admits_one_maintainer(r: "redis.Redis") -> None:
 def test_idle_worker_picks_up_a_new_job_within_milliseconds(
     r: "redis.Redis", client: Client, registry: TaskRegistry
 ) -> None:
-    worker = Worker(r, ["q"], registry, maintenance=False)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
+    with worker_in_thread(r, registry, ["q"]):
         time.sleep(0.3)  # the worker is now blocked waiting for work
         samples = []
         for _ in range(20):
@@ -418,9 +409,6 @@ def test_idle_worker_picks_up_a_new_job_within_milliseconds(
             samples.append((job.started_at - job.enqueued_at).total_seconds())
         samples.sort()
         assert samples[len(samples) // 2] < 0.05  # no polling interval: woken by the enqueue itself
-    finally:
-        worker.request_stop()
-        thread.join(10)
 
 
 def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
@@ -481,3 +469,23 @@ def test_a_prefetched_job_whose_lease_may_be_gone_is_not_started(registry: TaskR
     assert run_sync(job).kind is Kind.RELEASE and calls == []
     job.renewed = time.monotonic()
     assert run_sync(job).kind is Kind.COMPLETE and calls == [1]
+
+
+def test_worker_registry_reads_redis_clock_not_the_hosts(
+    r: "redis.Redis", registry: TaskRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobconsole.core import keys
+
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host's clock is an hour fast
+    worker = Worker(r, ["q"], registry, maintenance=False)
+    worker._startup()
+    try:
+        seconds, micros = r.time()
+        redis_ms = int(seconds) * 1000 + int(micros) // 1000
+        info = r.hgetall(keys.worker_key(worker.id))
+        assert abs(int(info["heartbeat_at"]) - redis_ms) < 5000
+        assert abs(int(info["started_at"]) - redis_ms) < 5000
+        assert abs(int(r.zscore(keys.WORKERS, worker.id) or 0) - redis_ms) < 5000
+    finally:
+        worker._unregister()

@@ -12,7 +12,7 @@ import redis
 from jobconsole.core import keys, scripts
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, UnknownTask
-from jobconsole.core.ids import check_job_id, new_job_id
+from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.priority import parse_priority
@@ -21,6 +21,7 @@ from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_
 
 MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
+SCRIPT_BATCH = 250  # jobs per enqueue script call
 MAX_DELAY_SECONDS = 5 * 365 * 86400  # run_at/delay further out than this is almost surely a mistake
 
 
@@ -59,6 +60,36 @@ class _Prepared:
 
 
 @dataclass(frozen=True, slots=True)
+class _TaskDefaults:
+    """What every job of one task shares, worked out once per client instead of once per enqueue."""
+
+    task: Task | None
+    queue: str
+    priority: int
+    max_retries: int
+    needs_params: bool  # the signature has required parameters, so {} is refused
+    fields: tuple[scripts.Arg, ...]  # hash fields after queue/params/max_retries; defaults are left out
+
+    @classmethod
+    def of(cls, name: str, task: Task | None) -> "_TaskDefaults":
+        fields: list[scripts.Arg] = ["lease_ms", int((task.visibility_timeout if task else 30.0) * 1000)]
+        if task is not None and task.version != 1:
+            fields += ["version", task.version]
+        if task is not None and task.timeout:
+            fields += ["timeout_ms", int(task.timeout * 1000)]
+        if task is not None and task.dead_letter_policy is DeadLetterPolicy.DISCARD:
+            fields += ["dead_letter", str(task.dead_letter_policy)]
+        queue = task.queue if task else name
+        if not keys.NAME_PATTERN.match(queue):
+            raise InvalidJob(f"invalid queue name {queue!r}")
+        return cls(
+            task=task, queue=queue, priority=parse_priority(task.priority if task else 0),
+            max_retries=_check_max_retries(task.max_retries if task else 3),
+            needs_params=task is not None and task.needs_params, fields=tuple(fields),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class QueueCounts:
     queue: str
     paused: bool
@@ -91,66 +122,64 @@ class Client:
         self.events_maxlen = events_maxlen
         self.finished_ttl_ms = int(finished_ttl * 1000)
         self._known_queues: set[str] = set()
+        self._defaults: dict[str, _TaskDefaults] = {}
 
     # --- enqueue ----------------------------------------------------------------------------------
 
     def enqueue(self, task: str, params: dict[str, Any] | None = None, **options: Any) -> EnqueueResult:
         """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
-        return self.enqueue_many([JobSpec(task=task, params=params, **options)])[0]
+        spec = JobSpec(task=task, params=params, **options)
+        return self._send([self._prepare(spec)])[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
         """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent."""
-        prepared = [self._prepare(spec) for spec in specs]
+        specs = list(specs)
+        ids = new_job_ids(len(specs))  # used only by specs without an id of their own
+        prepared = [self._prepare(spec, job_id) for spec, job_id in zip(specs, ids, strict=True)]
         results: list[EnqueueResult] = []
         for start in range(0, len(prepared), batch_size):
             results.extend(self._send(prepared[start : start + batch_size]))
         return results
 
-    def _prepare(self, spec: JobSpec) -> _Prepared:
+    def check(self, spec: JobSpec) -> str:
+        """Validate a job without enqueuing it; returns its queue. Raises InvalidJob."""
+        return self._prepare(spec).queue
+
+    def _prepare(self, spec: JobSpec, new_id: str = "") -> _Prepared:
+        """Validate one spec into its script arguments. `new_id` is its id when it brings none (one of a
+        batch made together); otherwise one is made here."""
         task = self.registry.find(spec.task)
         if task is None and self.strict:
             raise UnknownTask(f"unknown task {spec.task!r}")
-        params_json = encode_params(spec.params if spec.params is not None else {}, task)
-        queue = spec.queue or (task.queue if task else spec.task)
-        if not keys.NAME_PATTERN.match(queue):
-            raise InvalidJob(f"invalid queue name {queue!r}")
-        job_id = check_job_id(spec.id) if spec.id is not None else new_job_id()
-        priority = parse_priority(spec.priority if spec.priority is not None else (task.priority if task else 0))
-        max_retries = spec.max_retries if spec.max_retries is not None else (task.max_retries if task else 3)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1000:
-            raise InvalidJob(f"max_retries must be an integer from 0 to 1000; got {max_retries!r}")
-        delay_ms, run_at_ms = _timing(spec.delay, spec.run_at)
+        defaults = self._defaults.get(spec.task)
+        if defaults is None or defaults.task is not task:
+            defaults = self._defaults[spec.task] = _TaskDefaults.of(spec.task, task)
+        params = spec.params
+        if params is None or (type(params) is dict and not params):  # the common case: skip the encoder
+            if defaults.needs_params:
+                encode_params({}, task)  # raises the missing-parameter error
+            params_json = "{}"
+        else:
+            params_json = encode_params(params, task)
+        queue = defaults.queue
+        if spec.queue is not None:
+            queue = spec.queue
+            if not keys.NAME_PATTERN.match(queue):
+                raise InvalidJob(f"invalid queue name {queue!r}")
+        job_id = check_job_id(spec.id) if spec.id is not None else (new_id or new_job_id())
+        priority = defaults.priority if spec.priority is None else parse_priority(spec.priority)
+        max_retries = defaults.max_retries if spec.max_retries is None else _check_max_retries(spec.max_retries)
+        delay_ms, run_at_ms = (
+            ("", "") if spec.delay is None and spec.run_at is None else _timing(spec.delay, spec.run_at)
+        )
         unique_key = spec.unique_key or ""
-        if len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key):
+        if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
-        lease_ms = int((task.visibility_timeout if task else 30.0) * 1000)
-        fields: list[scripts.Arg] = [
-            "queue",
-            queue,
-            "params",
-            params_json,
-            "max_retries",
-            max_retries,
-            "lease_ms",
-            lease_ms,
-        ]
-        # Defaults are left out: fewer fields make enqueue cheaper and the hash smaller.
-        if task is not None and task.version != 1:
-            fields += ["version", task.version]
-        if task is not None and task.timeout:
-            fields += ["timeout_ms", int(task.timeout * 1000)]
-        if task is not None and task.dead_letter_policy is DeadLetterPolicy.DISCARD:
-            fields += ["dead_letter", str(task.dead_letter_policy)]
+        fields = defaults.fields
         args: list[scripts.Arg] = [
-            job_id,
-            spec.task,
-            priority,
-            delay_ms,
-            run_at_ms,
-            unique_key,
-            len(fields) // 2,
-            *fields,
-        ]
+            job_id, spec.task, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2 + 3,
+            "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
+        ]  # fmt: skip
         return _Prepared(queue=queue, args=args, id=job_id)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
@@ -158,23 +187,27 @@ class Client:
         for p in batch:
             by_queue.setdefault(p.queue, []).append(p)
         calls: list[scripts.Call] = []
+        chunks: list[tuple[str, list[_Prepared]]] = []
         for queue, items in by_queue.items():
             k = queue_keys(queue)
-            args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(items)]
-            for p in items:
-                args.extend(p.args)
-            calls.append(("enqueue", [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats], args))
+            script_keys = [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats, k.idle, k.paused, k.active]
+            for start in range(0, len(items), SCRIPT_BATCH):  # smaller scripts overlap with sending the rest
+                chunk = items[start : start + SCRIPT_BATCH]
+                args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(chunk), k.inbox_prefix]
+                for p in chunk:
+                    args.extend(p.args)
+                calls.append(("enqueue", script_keys, args))
+                chunks.append((queue, chunk))
         new_queues = set(by_queue) - self._known_queues
         if new_queues:
             # Registered before the jobs so the recoverer and the console always see the queue.
             self.redis.sadd(keys.QUEUES, *new_queues)
             self._known_queues |= new_queues
-        replies = [scripts.run(self.redis, *calls[0])] if len(calls) == 1 else scripts.run_many(self.redis, calls)
         found: dict[str, EnqueueResult] = {}
-        for (queue, items), reply in zip(by_queue.items(), replies, strict=True):
+        for (queue, chunk), reply in zip(chunks, scripts.run_many(self.redis, calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
-            for p, (job_id, status, state) in zip(items, reply, strict=True):
+            for p, (job_id, status, state) in zip(chunk, reply, strict=True):
                 found[p.id] = EnqueueResult(id=job_id, queue=queue, state=JobState(state), status=status)
         return [found[p.id] for p in batch]
 
@@ -294,6 +327,12 @@ def encode_params(params: Any, task: Task | None) -> str:
     if task is not None:
         task.validate_params(params)
     return encoded
+
+
+def _check_max_retries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
+        raise InvalidJob(f"max_retries must be an integer from 0 to 1000; got {value!r}")
+    return value
 
 
 def _timing(delay: float | None, run_at: datetime | None) -> tuple[scripts.Arg, scripts.Arg]:

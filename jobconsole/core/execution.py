@@ -48,6 +48,7 @@ class RunningJob:
     async_task: "asyncio.Task[Any] | None" = None
     loop: asyncio.AbstractEventLoop | None = None
     began: bool = False  # the task was called (a prefetched job waits in the pool until then)
+    began_event: threading.Event | None = None  # set when the task begins, for a dispatcher waiting on it
     interrupted: OnShutdown | None = None  # set when shutdown interrupts it
     timed_out: bool = False
     lost: bool = False  # a heartbeat was refused: another worker may own it now
@@ -93,6 +94,8 @@ def run_sync(job: RunningJob) -> Outcome:
         job.thread_id = threading.get_ident()
         job.began = True
         job.started = time.monotonic()
+    if job.began_event is not None:
+        job.began_event.set()
     try:
         try:
             result = job.task.func(**_kwargs(job))
@@ -114,6 +117,8 @@ async def run_async(job: RunningJob) -> Outcome:
         job.started = time.monotonic()
         job.async_task = current
         job.loop = asyncio.get_running_loop()
+    if job.began_event is not None:
+        job.began_event.set()
     try:
         try:
             result = await asyncio.wait_for(job.task.func(**_kwargs(job)), job.timeout_s)
@@ -146,6 +151,8 @@ def _runtime_ms(job: RunningJob) -> int:
 
 
 def success(job: RunningJob, result: Any) -> Outcome:
+    if result is None:  # most tasks return nothing: skip the encoder
+        return Outcome(job, Kind.COMPLETE, _runtime_ms(job), result_json="null")
     try:
         encoded = json.dumps(result, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:

@@ -1,12 +1,40 @@
-"""Job ids are ULIDs: sortable by creation time, safe to generate on the client (so retries are idempotent)."""
+"""Job ids are ULIDs: sortable by creation time, safe to generate on the client (so retries are idempotent).
+
+Ids made together are monotonic ULIDs (the spec's rule for one millisecond): one timestamp and random
+prefix, then a random 30-bit counter that goes up by one per id. That keeps a batch in creation order and
+costs a few table look-ups per id instead of a base32 encoding of 128 random bits each."""
+
+import os
+import time
+from itertools import product
 
 from ulid import ULID
 
 from jobconsole.core.errors import InvalidJob
 
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = ["".join(p) for p in product(CROCKFORD, repeat=2)]  # 10 bits -> two characters
+COUNTER_BITS = 30  # the last 6 characters
+
 
 def new_job_id() -> str:
-    return str(ULID())
+    return new_job_ids(1)[0]
+
+
+def new_job_ids(count: int) -> list[str]:
+    """`count` fresh ULIDs, in increasing order."""
+    now_ms = time.time_ns() // 1_000_000
+    random_bits = int.from_bytes(os.urandom(10))  # 80 bits: 50 for the prefix, 30 for the counter start
+    counter = random_bits & ((1 << COUNTER_BITS) - 1)
+    if counter + count >= 1 << COUNTER_BITS:  # keep the counter from carrying into the prefix
+        counter = 0
+    head = (now_ms << 50) | (random_bits >> COUNTER_BITS)  # 98 bits = the first 20 characters (top 2 zero)
+    pairs = _PAIRS
+    prefix = "".join(pairs[(head >> shift) & 1023] for shift in range(90, -1, -10))
+    return [
+        prefix + pairs[(value >> 20) & 1023] + pairs[(value >> 10) & 1023] + pairs[value & 1023]
+        for value in range(counter, counter + count)
+    ]
 
 
 def check_job_id(value: object) -> str:

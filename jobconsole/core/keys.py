@@ -46,7 +46,12 @@ class QueueKeys:
     wake: str
     seq: str
     stats: str
+    idle: str  # ZSET of idle workers' registrations, scored by the ms they are valid until
     job_prefix: str
+    inbox_prefix: str  # + worker id: LIST of jobs an enqueue leased straight to that (idle) worker
+
+    def inbox(self, worker_id: str) -> str:
+        return self.inbox_prefix + worker_id
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
@@ -93,9 +98,11 @@ def queue_keys(queue: str) -> QueueKeys:
                 "wake",
                 "seq",
                 "stats",
+                "idle",
             ]
         },
         job_prefix=base + "job:",
+        inbox_prefix=base + "inbox:",
     )
 
 

@@ -141,7 +141,8 @@ class Maintenance:
                 if n < limit:
                     break
         # Per-minute counters older than a day go too.
-        cutoff = int(time.time() // 60) - 24 * 60
+        seconds, _ = self.redis.time()  # Redis's clock, like the minutes the scripts count in
+        cutoff = int(seconds) // 60 - 24 * 60
         stale = [f for f in cast(list[str], self.redis.hkeys(k.stats)) if int(f.split("|", 1)[0]) < cutoff]
         for start in range(0, len(stale), 1000):
             self.redis.hdel(k.stats, *stale[start : start + 1000])

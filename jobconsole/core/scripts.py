@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import redis
 from redis.exceptions import NoScriptError
+
+from jobconsole.core.wire import Wire
 
 LUA_DIR = Path(__file__).with_name("lua")
 
@@ -46,31 +49,40 @@ def load_all(client: "redis.Redis") -> None:
 
 
 def run(client: "redis.Redis", name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-    """Run one script (one round trip unless Redis forgot the script)."""
-    script = load(name)
-    try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)
-    except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)
+    """Run one script (one round trip unless Redis forgot the script). Raises what the script raises."""
+    reply = run_many(client, [(name, keys, args)])[0]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def run_many(client: "redis.Redis", calls: Sequence[Call]) -> list[Any]:
     """Run many script calls in one pipelined round trip; results in order, errors as exception values."""
     if not calls:
         return []
-    pipe = client.pipeline(transaction=False)
-    for name, keys, args in calls:
-        pipe.evalsha(load(name).sha, len(keys), *keys, *args)
-    results: list[Any] = pipe.execute(raise_on_error=False)
+    wire = _wire(client)
+    results = wire.execute([_evalsha(name, keys, args) for name, keys, args in calls])
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         # Redis forgot the scripts (restarted or flushed). A NOSCRIPT call did nothing, so repeating it
         # is safe; it now runs after the calls that succeeded, which every caller tolerates.
         load_all(client)
-        pipe = client.pipeline(transaction=False)
-        for i in missing:
-            name, keys, args = calls[i]
-            pipe.evalsha(load(name).sha, len(keys), *keys, *args)
-        for i, r in zip(missing, pipe.execute(raise_on_error=False), strict=True):
+        retried = wire.execute([_evalsha(*calls[i]) for i in missing])
+        for i, r in zip(missing, retried, strict=True):
             results[i] = r
     return results
+
+
+def _evalsha(name: str, keys: Sequence[str], args: Sequence[Arg]) -> list[Arg]:
+    return ["EVALSHA", load(name).sha, len(keys), *keys, *args]
+
+
+_wires: "WeakKeyDictionary[redis.ConnectionPool, Wire]" = WeakKeyDictionary()
+
+
+def _wire(client: "redis.Redis") -> Wire:
+    pool = client.connection_pool
+    wire = _wires.get(pool)
+    if wire is None:
+        wire = _wires[pool] = Wire(client)
+    return wire

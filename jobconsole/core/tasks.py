@@ -62,6 +62,11 @@ class Task:
     def retries(self, exc: BaseException) -> bool:
         return isinstance(exc, self.retry_on)
 
+    @property
+    def needs_params(self) -> bool:
+        """Whether the signature has required parameters (so empty params are refused)."""
+        return bool(self._signature.required)
+
     def validate_params(self, params: dict[str, Any]) -> None:
         """Check parameters against the function's signature and simple annotations (raises InvalidJob)."""
         sig = self._signature

@@ -8,11 +8,12 @@ import os
 import queue as stdqueue
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -23,9 +24,10 @@ from jobconsole.core import keys, scripts
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
-from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
+from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
+from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,11 @@ REGISTRY_TTL_S = 30  # a worker hash outlives its last heartbeat by this much
 REGISTRY_EVERY_S = 2.0
 PREFETCH_BELOW_MS = 20.0  # prefetch only while the average task takes less than this
 PREFETCH_FACTOR = 2  # then claim up to concurrency * (1 + this): bigger batches, fewer round trips
+PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on a claim round trip
+IDLE_REGISTRATION_MS = 1500  # outlives the longest idle block (1 s); every claim renews or drops it
+SWITCH_INTERVAL_S = 0.001  # see Worker.run
+# What a claim returns per job: lease() in lua/_lib.lua, in this order.
+LEASED_FIELDS = ("id", "token", "task", "attempts", "max_retries", "params", "lease_ms", "timeout_ms", "checkpoint")
 
 
 class Worker:
@@ -72,6 +79,9 @@ class Worker:
         self.pid = os.getpid()
         self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         self.keys = [queue_keys(q) for q in self.queues]
+        # How an enqueue finds this worker when it is idle, and where it puts the job it leases to us.
+        self._idle_member = json.dumps([self.id, self.host, self.pid])
+        self._inbox_queue = {k.inbox(self.id): k.queue for k in self.keys}
         self.maintenance = (
             Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention) if maintenance else None
         )
@@ -84,13 +94,14 @@ class Worker:
         self._stop_signals = 0
         self._stopping_since: float | None = None
         self._threads_stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jc-task")
+        self._threads = TaskThreads(concurrency, self._results)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._orphans_possible = False  # a claim may have run without its reply reaching us
         self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
         self._next_due_ms: int = -1
         self._redis_now_ms: int = 0
-        self.started_at = time.time()
+        self.started_at_ms = 0  # Redis time, set at start-up
+        self._clock: tuple[int, float] | None = None  # (Redis ms, monotonic s) sampled together
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -115,6 +126,9 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until there is nothing to do). Returns jobs processed."""
+        # CPU-bound tasks hand the GIL on only every switch interval, and the heartbeat thread needs it a few
+        # times per renewal; with many busy threads the default 5 ms let renewals slip past short leases.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._startup()
         threads = [threading.Thread(target=self._heartbeat_loop, name="jc-heartbeat", daemon=True)]
         if self.maintenance is not None:
@@ -132,7 +146,8 @@ class Worker:
             for t in threads:
                 t.join(timeout=5)
             self._report()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._leave()
+            self._threads.stop()
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             self._unregister()
@@ -144,11 +159,13 @@ class Worker:
             try:
                 pipe = self.redis.pipeline(transaction=False)
                 pipe.sadd(keys.QUEUES, *self.queues)
+                pipe.delete(*self._inbox_queue)  # left by an earlier process of the same name: stale leases
                 options: dict[Any, Any] = self.registry.options_json()  # redis-py's Mapping is invariant
                 if options:
                     pipe.hset(keys.TASKS, mapping=options)
                 pipe.execute()
                 scripts.load_all(self.redis)
+                self.started_at_ms = self._redis_ms()
                 self._register()
                 break
             except RETRYABLE_ERRORS as exc:
@@ -196,7 +213,9 @@ class Worker:
     def _prefetch(self) -> int:
         """Extra jobs to claim ahead while tasks are short: fewer round trips per job. Long tasks get no
         prefetch, so a claimed job never waits long behind another while other workers sit idle."""
-        return PREFETCH_FACTOR * self.concurrency if self._avg_runtime_ms < PREFETCH_BELOW_MS else 0
+        if self._avg_runtime_ms >= PREFETCH_BELOW_MS:
+            return 0
+        return max(PREFETCH_FACTOR * self.concurrency, PREFETCH_MIN)
 
     def _gather(self, window: float = 0.002) -> int:
         """While few slots are free and jobs are still running, let more of them finish (at most
@@ -212,16 +231,24 @@ class Worker:
             self._collect()
 
     def _release_orphans(self) -> None:
-        """After a connection error: give back jobs Redis leased to us in a claim whose reply was lost."""
+        """After a connection error, and on the way out: stop being offered jobs as an idle worker, and give
+        back jobs Redis leased to us that we never received (a claim whose reply was lost, or a job an
+        enqueue handed to our inbox while we were stopping)."""
         for k in self.keys:
             held = [job_id for job_id, job in self.running.items() if job.queue == k.queue]
             released = scripts.run(
-                self.redis, "release_orphans", [k.active, k.ready, k.events, k.wake, k.seq],
-                [k.job_prefix, self.events_maxlen, self.id, *held],
+                self.redis, "release_orphans", [k.active, k.ready, k.events, k.wake, k.seq, k.idle, k.inbox(self.id)],
+                [k.job_prefix, self.events_maxlen, self.id, self._idle_member, *held],
             )  # fmt: skip
             for job_id in released:
-                log.warning("released orphaned claim job=%s queue=%s (its claim reply was lost)", job_id, k.queue)
+                log.warning("released job=%s queue=%s: leased to this worker but never received", job_id, k.queue)
         self._orphans_possible = False
+
+    def _leave(self) -> None:
+        try:
+            self._release_orphans()
+        except RETRYABLE_ERRORS as exc:  # their leases expire and the recoverer requeues them
+            log.warning("worker=%s could not give back unreceived jobs on exit (%s)", self.id, exc)
 
     def _claimable(self) -> int:
         """Slots free once the collected outcomes are reported, capped by --max-tasks."""
@@ -246,8 +273,15 @@ class Worker:
             timeout = 1.0
             if self._next_due_ms >= 0:
                 timeout = min(timeout, max(0.001, (self._next_due_ms - self._redis_now_ms) / 1000))
-        # Block on the queues' wake lists: an enqueue pushes a token, so pick-up needs no polling.
-        self.redis.blpop([k.wake for k in self.keys], timeout=timeout)
+        # Block on our inboxes (an enqueue leased its job straight to us) and the queues' wake lists (an
+        # enqueue pushed a token: claim), so pick-up needs no polling.
+        popped = self.redis.blpop([*self._inbox_queue, *(k.wake for k in self.keys)], timeout=timeout)
+        if popped is not None and popped[0] in self._inbox_queue:
+            job = self._start(self._inbox_queue[popped[0]], json.loads(popped[1]), announce=True)
+            if job is not None and job.began_event is not None:
+                # Step aside until the task has begun: holding the GIL meanwhile (for the next claim)
+                # would keep the task thread we just woke waiting for it.
+                job.began_event.wait(0.005)
 
     def _wait_for_results(self, timeout: float) -> None:
         try:
@@ -265,8 +299,17 @@ class Worker:
     def _claim_call(self, k: QueueKeys, count: int) -> scripts.Call:
         return (
             "claim",
-            [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
-            [k.job_prefix, self.events_maxlen, count, self.id, self.host, self.pid],
+            [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.idle, k.inbox(self.id)],
+            [
+                k.job_prefix,
+                self.events_maxlen,
+                count,
+                self.id,
+                self.host,
+                self.pid,
+                self._idle_member,
+                0 if self.burst or self._stop_signals else IDLE_REGISTRATION_MS,
+            ],
         )
 
     def _exchange(self, want: int) -> int:
@@ -298,18 +341,19 @@ class Worker:
             due = int(reply[1])
             if due >= 0 and (next_due < 0 or due < next_due):
                 next_due = due
-            for flat in reply[2:]:
-                self._start(k.queue, dict(zip(flat[::2], flat[1::2], strict=True)))
+            for leased in reply[2:]:
+                self._start(k.queue, leased)
                 started += 1
         self._next_due_ms = next_due
         return started
 
-    def _start(self, queue: str, h: dict[str, str]) -> None:
+    def _start(self, queue: str, leased: list[str], *, announce: bool = False) -> RunningJob | None:
+        """Run a job leased to us; `leased` is what lease() in _lib.lua returns."""
         self.claimed += 1
-        job_id, token = h["id"], h["token"]
-        task = self.registry.find(h.get("task", ""))
+        job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint = leased
+        task = self.registry.find(task_name)
         if task is None:
-            reason = f"task {h.get('task')!r} is not registered on worker {self.id}"
+            reason = f"task {task_name!r} is not registered on worker {self.id}"
             k = queue_keys(queue)
             scripts.run(
                 self.redis,
@@ -318,27 +362,29 @@ class Worker:
                 [k.job_prefix, self.events_maxlen, job_id, token, reason],
             )
             log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
-            return
-        lease_s = int(h.get("lease_ms") or 30000) / 1000
-        timeout_ms = int(h.get("timeout_ms") or 0)
+            return None
+        lease_s = int(lease_ms) / 1000
         job = RunningJob(
-            id=job_id, queue=queue, token=token, task=task, attempt=int(h.get("attempts", 1)),
-            max_retries=int(h.get("max_retries", 0)), params=json.loads(h.get("params") or "{}"),
-            context=None, lease_s=lease_s, timeout_s=timeout_ms / 1000 if timeout_ms else None,
+            id=job_id, queue=queue, token=token, task=task, attempt=int(attempt), max_retries=int(max_retries),
+            params=json.loads(params) if params != "{}" else {}, context=None, lease_s=lease_s,
+            timeout_s=int(timeout_ms) / 1000 if timeout_ms else None,
         )  # fmt: skip
         job.next_heartbeat = job.started + lease_s / 3
         if task.context_param:
             job.context = JobContext(
                 job_id=job_id, queue=queue, task=task.name, attempt=job.attempt, max_retries=job.max_retries,
-                checkpoint=json.loads(h["checkpoint"]) if h.get("checkpoint") else None,
+                checkpoint=json.loads(checkpoint) if checkpoint else None,
                 send_heartbeat=partial(self._task_heartbeat, job),
             )  # fmt: skip
+        if announce:
+            job.began_event = threading.Event()
         self.running[job_id] = job
         if task.is_async:
-            future: Future[Outcome] = asyncio.run_coroutine_threadsafe(run_async(job), self._event_loop())
+            future = asyncio.run_coroutine_threadsafe(run_async(job), self._event_loop())
+            future.add_done_callback(self._results_put)
         else:
-            future = self._pool.submit(run_sync, job)
-        future.add_done_callback(self._results_put)
+            self._threads.submit(job)
+        return job
 
     def _results_put(self, future: "Future[Outcome]") -> None:
         self._results.put(future.result())
@@ -533,18 +579,28 @@ class Worker:
             for j in list(self.running.values())
         ]  # fmt: skip
         state = "stopping" if self._stop_signals else "running"
+        now_ms = self._redis_ms()
         key = keys.worker_key(self.id)
         pipe = self.redis.pipeline(transaction=True)
         info: dict[Any, Any] = {
             "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
-            "concurrency": self.concurrency, "started_at": int(self.started_at * 1000),
-            "heartbeat_at": int(time.time() * 1000), "state": state, "current": json.dumps(current),
+            "concurrency": self.concurrency, "started_at": self.started_at_ms,
+            "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": self.processed, "failed": self.failed,
         }  # fmt: skip
         pipe.hset(key, mapping=info)
         pipe.expire(key, REGISTRY_TTL_S)
-        pipe.zadd(keys.WORKERS, {self.id: int(time.time() * 1000)})
+        pipe.zadd(keys.WORKERS, {self.id: now_ms})
         pipe.execute()
+
+    def _redis_ms(self) -> int:
+        """Redis's clock, not this host's (which may be off): sampled with TIME once a minute and carried
+        forward by the monotonic clock in between."""
+        if self._clock is None or time.monotonic() - self._clock[1] > 60:
+            seconds, micros = self.redis.time()
+            self._clock = (int(seconds) * 1000 + int(micros) // 1000, time.monotonic())
+        base_ms, at = self._clock
+        return base_ms + int((time.monotonic() - at) * 1000)
 
     def _unregister(self) -> None:
         try:

@@ -13,6 +13,10 @@ end
 
 -- Append one event to the queue's stream, for the mirror (bounded, approximate trim).
 local function emit(events_key, maxlen, job_id, event, state, extra)
+  if not extra then  -- the common case (every enqueue) without building a table
+    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'job', job_id, 'event', event, 'state', state)
+    return
+  end
   local args = {'XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'job', job_id, 'event', event, 'state', state}
   if extra then
     for i = 1, #extra do args[#args + 1] = extra[i] end
@@ -79,4 +83,41 @@ local function finish(job_key, ttl_ms)
     redis.call('PEXPIRE', job_key, ttl_ms)
     redis.call('PEXPIRE', job_key .. ':attempts', ttl_ms)
   end
+end
+
+-- Lease a job to a worker: the claim's bookkeeping, shared by claim (a worker asks) and enqueue (the
+-- job goes straight to an idle worker). `h` holds the job's LEASE_FIELDS. Returns what the worker needs
+-- to run it, in this order (strings, '' when unset): id, token, task, attempt, max_retries, params,
+-- lease_ms, timeout_ms, checkpoint.
+local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms', 'checkpoint',
+                      'ready_at', 'enqueued_at'}
+local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen)
+  local attempt = (tonumber(h.attempts) or 0) + 1
+  redis.call('HSET', job_key, 'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker,
+             'host', host, 'pid', pid, 'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0)
+  redis.call('ZADD', active_key, now + tonumber(h.lease_ms or 30000), job_id)
+  emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
+  return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
+          h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or ''}
+end
+
+-- A job's LEASE_FIELDS as a table (fields it does not have are nil), or nil when the job is gone.
+local function lease_fields(job_key)
+  local values = redis.call('HMGET', job_key, unpack(LEASE_FIELDS))
+  if not values[1] then return nil end
+  local h = {}
+  for f = 1, #LEASE_FIELDS do h[LEASE_FIELDS[f]] = values[f] or nil end
+  return h
+end
+
+-- Take the most recent still-valid registration of an idle worker, or nil. A registration is the
+-- JSON [worker id, host, pid], scored by the Redis time (ms) it is valid until.
+local function pop_idle_worker(idle_key, now)
+  local top = redis.call('ZPOPMAX', idle_key)
+  if #top == 0 then return nil end
+  if tonumber(top[2]) < now then
+    redis.call('DEL', idle_key)  -- the freshest one has lapsed, so every one has
+    return nil
+  end
+  return cjson.decode(top[1])
 end

@@ -1,15 +1,34 @@
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] active  KEYS[4] paused  KEYS[5] events  KEYS[6] wake
--- KEYS[7] seq  KEYS[8] stats
+-- KEYS[7] seq  KEYS[8] stats  KEYS[9] idle  KEYS[10] this worker's inbox (both optional)
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
--- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), job...}; each job is its hash as a flat
--- field/value array, including its new lease 'token'.
+-- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
+-- Jobs an enqueue handed straight to this worker (its inbox) come first and do not count against N.
+-- When the ready set runs dry before N, the worker is registered as idle, so that the next enqueue can
+-- lease its job to this worker directly (no claim round trip) and push it to the worker's inbox.
+-- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), job...}; each job is what lease() returns:
+-- {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint}.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
+local idle_key, inbox_key, member, idle_ms = KEYS[9], KEYS[10], ARGV[7], tonumber(ARGV[8] or 0)
 local now = now_ms()
 local out = {now, -1}
+if idle_key then
+  redis.call('ZREM', idle_key, member)
+  local handed = redis.call('LRANGE', inbox_key, 0, -1)
+  if #handed > 0 then
+    redis.call('DEL', inbox_key)
+    for _, payload in ipairs(handed) do
+      local leased = cjson.decode(payload)  -- as lease() returned it: id, token, ...
+      local current = redis.call('HMGET', prefix .. leased[1], 'token', 'state')
+      if current[1] == leased[2] and current[2] == 'running' then out[#out + 1] = leased end
+    end
+  end
+end
 promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
-if redis.call('EXISTS', KEYS[4]) == 0 and want > 0 then
+local paused = redis.call('EXISTS', KEYS[4]) == 1
+local claimed = 0
+if not paused and want > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[1], want)
   local n = #popped / 2
   if n > 0 then
@@ -19,32 +38,16 @@ if redis.call('EXISTS', KEYS[4]) == 0 and want > 0 then
     for p = 1, #popped, 2 do
       local job_id = popped[p]
       local job_key = prefix .. job_id
-      local flat = redis.call('HGETALL', job_key)
-      if #flat > 0 then
-        local h = {}
-        for f = 1, #flat, 2 do h[flat[f]] = flat[f + 1] end
+      local h = lease_fields(job_key)
+      if h then
         seq = seq + 1
-        local attempt = (tonumber(h.attempts) or 0) + 1
-        local token = worker .. ':' .. seq
-        local updates = {attempts = attempt, state = 'running', token = token, worker = worker, host = host,
-                         pid = pid, started_at = now, heartbeat_at = now, cancel_requested = 0}
-        local hset = {'HSET', job_key}
-        for field, value in pairs(updates) do
-          hset[#hset + 1] = field
-          hset[#hset + 1] = value
-          if h[field] == nil then flat[#flat + 1] = field; flat[#flat + 1] = value end
-        end
-        for f = 1, #flat, 2 do  -- the reply carries the updated values
-          local value = updates[flat[f]]
-          if value ~= nil then flat[f + 1] = value end
-        end
-        redis.call(unpack(hset))
-        redis.call('ZADD', KEYS[3], now + tonumber(h.lease_ms or 30000), job_id)
-        emit(KEYS[5], maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
+        local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
+                             maxlen)
         local task = h.task or ''
         started[task] = (started[task] or 0) + 1
         waited[task] = (waited[task] or 0) + now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
-        out[#out + 1] = flat
+        out[#out + 1] = leased
+        claimed = claimed + 1
       end
     end
     for task, c in pairs(started) do
@@ -53,7 +56,12 @@ if redis.call('EXISTS', KEYS[4]) == 0 and want > 0 then
     end
   end
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[6]) end
+if redis.call('ZCARD', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[6])
+  if idle_key and idle_ms > 0 and not paused and claimed < want then
+    redis.call('ZADD', idle_key, now + idle_ms, member)
+  end
+end
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if #nxt > 0 then out[2] = tonumber(nxt[2]) end
 return out

@@ -1,19 +1,39 @@
 -- Enqueue one or more jobs into one queue.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] unique  KEYS[4] events  KEYS[5] wake  KEYS[6] seq  KEYS[7] stats
--- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs
+-- KEYS[8] idle  KEYS[9] paused  KEYS[10] active
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs  ARGV[4] inbox key prefix
 -- then per job: id, task, priority, delay_ms ('' = none), run_at_ms ('' = none), unique_key ('' = none),
 --               n (number of extra field/value pairs), then n pairs stored on the job hash.
 -- Fields left unset mean their defaults: attempts 0, version 1, no timeout, dead_letter 'save',
 -- ready_at = enqueued_at, run_at = enqueued_at.
+-- A job due now, on an unpaused queue with nothing else ready, goes straight to an idle worker when one
+-- is registered: it is leased here and pushed to that worker's inbox, which its blocking pop is
+-- watching, so pick-up costs no claim round trip.
 -- Returns per job {id, status, state}; status is 'created', 'exists' (the id is already known:
 -- idempotent) or 'duplicate' (the unique key is held by the live job whose id is returned).
-local prefix, maxlen, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prefix, maxlen, n, inbox_prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
 local out = {}
 local per_task = {}
 local woken = 0
+local may_hand_off = true  -- until the idle set is found empty (or the queue paused)
 local seq = tonumber(redis.call('INCRBY', KEYS[6], n)) - n  -- one sequence block for the whole batch
-local i = 4
+-- One EXISTS per 500 ids: fresh ids (the usual case) then need no check of their own.
+local any_known = false
+do
+  local batch_keys, j = {}, 5
+  for b = 1, n do
+    batch_keys[#batch_keys + 1] = prefix .. ARGV[j]
+    j = j + 7 + 2 * tonumber(ARGV[j + 6])
+    if #batch_keys == 500 or b == n then
+      if redis.call('EXISTS', unpack(batch_keys)) > 0 then any_known = true end
+      batch_keys = {}
+    end
+  end
+end
+local seen = {}  -- ids earlier in this batch
+local ready_adds = {}  -- score, id pairs for one ZADD per 500 jobs
+local i = 5
 for _ = 1, n do
   local job_id, task, priority = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local delay_ms, run_at_ms, ukey = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
@@ -23,7 +43,7 @@ for _ = 1, n do
   local job_key = prefix .. job_id
   local holder = false
   if ukey ~= '' then holder = redis.call('HGET', KEYS[3], ukey) end
-  if redis.call('EXISTS', job_key) == 1 then
+  if seen[job_id] or (any_known and redis.call('EXISTS', job_key) == 1) then
     out[#out + 1] = {job_id, 'exists', redis.call('HGET', job_key, 'state')}
   elseif holder then
     out[#out + 1] = {holder, 'duplicate', redis.call('HGET', prefix .. holder, 'state') or ''}
@@ -38,24 +58,51 @@ for _ = 1, n do
     if ukey ~= '' then hset[#hset + 1] = 'unique_key'; hset[#hset + 1] = ukey end
     for f = fields_start, fields_start + 2 * nfields - 1 do hset[#hset + 1] = ARGV[f] end
     redis.call(unpack(hset))
-    if state == 'scheduled' then
-      redis.call('ZADD', KEYS[2], run_at, job_id)
-    else
-      seq = seq + 1
-      redis.call('ZADD', KEYS[1], ready_score(priority, seq), job_id)
-    end
-    woken = woken + 1  -- scheduled jobs wake workers too, so they recompute when the next one is due
     if ukey ~= '' then redis.call('HSET', KEYS[3], ukey, job_id) end
+    seen[job_id] = true
     emit(KEYS[4], maxlen, job_id, 'enqueued', state)
     per_task[task] = (per_task[task] or 0) + 1
-    out[#out + 1] = {job_id, 'created', state}
+    seq = seq + 1
+    local idle = nil
+    if state == 'queued' and may_hand_off then
+      -- Cheapest test first: while every worker is busy there is no idle set at all.
+      if redis.call('EXISTS', KEYS[8]) == 1 and redis.call('ZCARD', KEYS[1]) == 0
+          and redis.call('EXISTS', KEYS[9]) == 0 then
+        idle = pop_idle_worker(KEYS[8], now)
+      end
+      may_hand_off = idle ~= nil
+    end
+    if idle then
+      local worker = idle[1]
+      local h = {}
+      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end  -- the hash just written
+      local leased = lease(job_key, job_id, h, worker, idle[2], idle[3], now, worker .. ':' .. seq, KEYS[10],
+                           KEYS[4], maxlen)
+      local inbox = inbox_prefix .. worker
+      redis.call('RPUSH', inbox, cjson.encode(leased))
+      redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
+      count(KEYS[7], now, 'started', task, 1)
+      count(KEYS[7], now, 'wait_ms', task, 0)
+      out[#out + 1] = {job_id, 'created', 'running'}
+    else
+      if state == 'scheduled' then
+        redis.call('ZADD', KEYS[2], run_at, job_id)
+      else
+        ready_adds[#ready_adds + 1] = ready_score(priority, seq)
+        ready_adds[#ready_adds + 1] = job_id
+      end
+      woken = woken + 1  -- scheduled jobs wake workers too, so they recompute when the next one is due
+      out[#out + 1] = {job_id, 'created', state}
+    end
   end
+end
+for a = 1, #ready_adds, 1000 do
+  redis.call('ZADD', KEYS[1], unpack(ready_adds, a, math.min(a + 999, #ready_adds)))
 end
 if woken > 0 then
   local tokens = {}
   for t = 1, math.min(woken, 100) do tokens[t] = '1' end
-  redis.call('LPUSH', KEYS[5], unpack(tokens))
-  redis.call('LTRIM', KEYS[5], 0, 999)
+  if redis.call('LPUSH', KEYS[5], unpack(tokens)) > 1000 then redis.call('LTRIM', KEYS[5], 0, 999) end
 end
 for task, c in pairs(per_task) do count(KEYS[7], now, 'enqueued', task, c) end
 return out

@@ -1,11 +1,16 @@
 -- Give back jobs leased to this worker that it does not know it holds: a claim whose reply was lost
--- (connection cut after Redis ran it). They never started, so no attempt is used up.
--- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq
--- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] worker id  then the ids the worker does hold
+-- (connection cut after Redis ran it), or jobs an enqueue handed to its inbox that it never popped
+-- (it was stopping). They never started, so no attempt is used up. Also drops the worker's idle
+-- registration, so no enqueue hands it another job until its next claim.
+-- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq  KEYS[6] idle  KEYS[7] its inbox
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] worker id  ARGV[4] its idle registration
+-- then the ids the worker does hold
 -- Returns the ids given back.
 local prefix, maxlen, worker = ARGV[1], ARGV[2], ARGV[3]
+redis.call('ZREM', KEYS[6], ARGV[4])
+redis.call('DEL', KEYS[7])
 local held = {}
-for a = 4, #ARGV do held[ARGV[a]] = true end
+for a = 5, #ARGV do held[ARGV[a]] = true end
 local now = now_ms()
 local released = {}
 for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -13,7 +18,7 @@ for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     local job_key = prefix .. job_id
     local f = redis.call('HMGET', job_key, 'worker', 'state')
     if f[1] == worker and f[2] == 'running' then
-      local entry = close_attempt(job_key, now, 'requeued', {message = 'claim reply lost; never started'})
+      local entry = close_attempt(job_key, now, 'requeued', {message = 'lease granted but never received; never started'})
       redis.call('HINCRBY', job_key, 'attempts', -1)
       redis.call('HSET', job_key, 'token', '')
       redis.call('ZREM', KEYS[1], job_id)

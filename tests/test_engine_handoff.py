@@ -1,0 +1,128 @@
+"""Direct hand-off: an enqueue leases its job straight to an idle worker's inbox (no claim round trip)."""
+
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from jobconsole.core import Client, JobState, TaskRegistry, Worker, scripts
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.worker import LEASED_FIELDS
+from tests.helpers import wait_for, worker_in_thread
+
+K = queue_keys("q")
+
+
+@pytest.fixture
+def registry() -> TaskRegistry:
+    reg = TaskRegistry()
+
+    @reg.task(name="t.ok", queue="q")
+    def ok(x: int = 0) -> int:
+        return x
+
+    return reg
+
+
+@pytest.fixture
+def client(r: "redis.Redis", registry: TaskRegistry) -> Client:
+    return Client(r, registry)
+
+
+def _redis_ms(r: "redis.Redis") -> int:
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _register_idle(r: "redis.Redis", worker: str, valid_ms: int = 10_000) -> str:
+    """What a worker's claim does when the ready set runs dry."""
+    member = json.dumps([worker, "host", 42])
+    r.zadd(K.idle, {member: _redis_ms(r) + valid_ms})
+    return member
+
+
+def _claim(r: "redis.Redis", worker: str, count: int = 10) -> list[dict[str, Any]]:
+    reply = scripts.run(
+        r, "claim",
+        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.idle, K.inbox(worker)],
+        [K.job_prefix, 1000, count, worker, "host", 42, json.dumps([worker, "host", 42]), 0],
+    )  # fmt: skip
+    return [dict(zip(LEASED_FIELDS, leased, strict=True)) for leased in reply[2:]]
+
+
+def test_an_idle_worker_is_handed_the_job_by_the_enqueue_itself(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    with worker_in_thread(r, registry, ["q"]) as worker:
+        wait_for(lambda: r.zcard(K.idle) == 1)  # its claim found nothing and registered it as idle
+        result = client.enqueue("t.ok", {"x": 7})
+        assert result.state is JobState.RUNNING  # leased to the worker inside the enqueue
+        job = wait_for(lambda: (j := client.get(result.id)).state is JobState.COMPLETED and j)
+        assert job.worker == worker.id and job.attempts == 1 and job.result == 7
+        events = [e["event"] for _, e in r.xrange(K.events) if e["job"] == result.id]
+        assert events == ["enqueued", "started", "completed"]
+        assert r.zcard(K.ready) == 0 and r.llen(K.wake) == 0  # never went through the ready set
+    assert r.zcard(K.idle) == 0 and not r.exists(K.inbox(worker.id))  # left nothing behind
+
+
+def test_no_hand_off_while_paused_or_while_other_jobs_wait(r: "redis.Redis", client: Client) -> None:
+    _register_idle(r, "w1")
+    client.pause("q")
+    assert client.enqueue("t.ok").state is JobState.QUEUED
+    assert r.zcard(K.idle) == 1  # the registration is still there for later
+    client.resume("q")
+    # The queue still holds the job enqueued while paused: a newer job must not jump ahead of it.
+    assert client.enqueue("t.ok").state is JobState.QUEUED
+    assert r.llen(K.inbox("w1")) == 0
+
+
+def test_one_registration_takes_one_job(r: "redis.Redis", client: Client) -> None:
+    _register_idle(r, "w1")
+    first, second = client.enqueue("t.ok"), client.enqueue("t.ok")
+    assert first.state is JobState.RUNNING and second.state is JobState.QUEUED
+    assert r.llen(K.inbox("w1")) == 1 and client.get(first.id).worker == "w1"
+
+
+def test_a_lapsed_registration_is_ignored(r: "redis.Redis", client: Client) -> None:
+    _register_idle(r, "gone", valid_ms=-1)
+    assert client.enqueue("t.ok").state is JobState.QUEUED
+    assert r.zcard(K.idle) == 0 and not r.exists(K.inbox("gone"))
+
+
+def test_delayed_jobs_are_not_handed_off(r: "redis.Redis", client: Client) -> None:
+    _register_idle(r, "w1")
+    assert client.enqueue("t.ok", delay=60).state is JobState.SCHEDULED
+    assert r.zcard(K.idle) == 1
+
+
+def test_a_claim_returns_handed_jobs_first_and_only_while_their_lease_is_current(
+    r: "redis.Redis", client: Client
+) -> None:
+    _register_idle(r, "w1")
+    handed = client.enqueue("t.ok").id
+    queued = client.enqueue("t.ok").id
+    [a, b] = _claim(r, "w1")
+    assert (a["id"], b["id"]) == (handed, queued)
+    assert a["token"] == client.get(handed).token and a["attempts"] == "1"
+    assert not r.exists(K.inbox("w1")) and _claim(r, "w1") == []
+
+    # A payload whose lease moved on (the recoverer requeued it, another worker claimed it) is dropped.
+    _register_idle(r, "w2")
+    stale = client.enqueue("t.ok").id
+    r.hset(K.job(stale), "token", "someone-else:1")
+    assert _claim(r, "w2") == []
+
+
+def test_a_worker_on_its_way_out_gives_back_a_handed_job_without_using_an_attempt(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    worker = Worker(r, ["q"], registry, name="leaving", maintenance=False)
+    r.zadd(K.idle, {worker._idle_member: _redis_ms(r) + 10_000})
+    job_id = client.enqueue("t.ok").id  # handed to it just as it stopped watching its inbox
+    assert client.get(job_id).state is JobState.RUNNING
+    worker._leave()
+    job = client.get(job_id)
+    assert job.state is JobState.QUEUED and job.attempts == 0
+    assert [a.outcome for a in job.history] == ["requeued"]
+    assert r.zcard(K.idle) == 0 and not r.exists(K.inbox("leaving"))
