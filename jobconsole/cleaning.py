@@ -82,6 +82,7 @@ def find_jobs(client: Client, f: CleanFilter) -> dict[str, tuple[str, str]]:
         found[job_id] = (queue, state)
     queues = list(f.queues) or client.queues()
     for queue in queues:
+        client.materialize(queue)
         k = queue_keys(queue)
         sets = {k.ready, k.scheduled, k.active, *k.terminal_sets.values()}
         for key in sets:

@@ -67,6 +67,7 @@ def test_clean_by_queue_state_and_time_includes_db_only_history(client, mirror, 
 def test_running_jobs_are_never_removed(client, mirror, r):
     job = client.enqueue("examples.echo", {"x": 1}).id
     k = queue_keys("examples.echo")
+    client.materialize("examples.echo")  # out of the intake, so that the hash can be poked
     r.hset(k.job(job), "state", "running")  # as a worker holding it would have it
     out = _run("--state", "running")
     assert "skipped 1 running" in out and r.exists(k.job(job))

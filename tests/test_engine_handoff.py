@@ -45,7 +45,8 @@ def _register_idle(r: "redis.Redis", worker: str, valid_ms: int = 10_000) -> str
 def _claim(r: "redis.Redis", worker: str, count: int = 10) -> list[dict[str, Any]]:
     reply = scripts.run(
         r, "claim",
-        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.idle, K.inbox(worker)],
+        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake, K.idle,
+         K.inbox(worker)],
         [K.job_prefix, 1000, count, worker, "host", 42, json.dumps([worker, "host", 42]), 0],
     )  # fmt: skip
     return [dict(zip(LEASED_FIELDS, leased, strict=True)) for leased in reply[2:]]

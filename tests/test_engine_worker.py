@@ -247,7 +247,7 @@ def test_delete_removes_job_and_history_but_not_a_running_one(
     assert r.exists(queue_keys("q").job(job_id)) == 0 and client.counts("q").queued == 0
     k = queue_keys("q")
     running = client.enqueue("t.ok").id
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
                 [k.job_prefix, 1000, 1, "w", "h", 1])  # fmt: skip
     with pytest.raises(JobStateConflict):
         client.delete(running)
@@ -256,7 +256,7 @@ def test_delete_removes_job_and_history_but_not_a_running_one(
 def _claim_one(r: "redis.Redis", queue: str = "q") -> dict[str, str]:
     k = queue_keys(queue)
     reply = scripts.run(
-        r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+        r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
         [k.job_prefix, 1000, 1, "test-worker", "host", 123],
     )  # fmt: skip
     return dict(zip(LEASED_FIELDS, reply[2], strict=True))
@@ -417,10 +417,10 @@ def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
     kept, orphan = client.enqueue("t.ok").id, client.enqueue("t.ok").id
     k = queue_keys("q")
     # Redis ran this worker's claim, but the connection broke before the reply arrived.
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
                 [k.job_prefix, 1000, 2, "worker-a", "host", 1])  # fmt: skip
     other = client.enqueue("t.ok").id
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats],
+    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
                 [k.job_prefix, 1000, 1, "worker-b", "host", 2])  # fmt: skip
     worker = Worker(r, ["q"], registry, name="worker-a", maintenance=False)
     worker.running[kept] = SimpleNamespace(queue="q")  # type: ignore[assignment]  # the reply that did arrive

@@ -9,12 +9,12 @@ from typing import Any, cast
 
 import redis
 
-from jobconsole.core import keys, scripts
+from jobconsole.core import intake, keys, scripts
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, UnknownTask
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
-from jobconsole.core.keys import queue_keys
+from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.priority import parse_priority
 from jobconsole.core.states import JobState
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
@@ -57,6 +57,7 @@ class _Prepared:
     queue: str
     args: list[scripts.Arg] = field(default_factory=list)
     id: str = ""
+    may_take_intake: bool = False  # id made here, no unique key, due now: see enqueue.lua
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +124,20 @@ class Client:
         self.finished_ttl_ms = int(finished_ttl * 1000)
         self._known_queues: set[str] = set()
         self._defaults: dict[str, _TaskDefaults] = {}
+        self._heads: dict[str, tuple[list[str], list[scripts.Arg]]] = {}
 
     # --- enqueue ----------------------------------------------------------------------------------
 
     def enqueue(self, task: str, params: dict[str, Any] | None = None, **options: Any) -> EnqueueResult:
         """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
-        spec = JobSpec(task=task, params=params, **options)
-        return self._send([self._prepare(spec)])[0]
+        p = self._prepare(JobSpec(task=task, params=params, **options))
+        # The common call, kept short: on this path the client's own work is a good part of the latency.
+        if p.queue not in self._known_queues:
+            self._register_queues({p.queue})
+        script_keys, head = self._script_head(p.queue)
+        reply = scripts.run(self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args])
+        job_id, status, state = reply[0]
+        return EnqueueResult(id=job_id, queue=p.queue, state=JobState(state), status=status)
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
         """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent."""
@@ -167,11 +175,10 @@ class Client:
             if not keys.NAME_PATTERN.match(queue):
                 raise InvalidJob(f"invalid queue name {queue!r}")
         job_id = check_job_id(spec.id) if spec.id is not None else (new_id or new_job_id())
+        timed = spec.delay is not None or spec.run_at is not None
         priority = defaults.priority if spec.priority is None else parse_priority(spec.priority)
         max_retries = defaults.max_retries if spec.max_retries is None else _check_max_retries(spec.max_retries)
-        delay_ms, run_at_ms = (
-            ("", "") if spec.delay is None and spec.run_at is None else _timing(spec.delay, spec.run_at)
-        )
+        delay_ms, run_at_ms = _timing(spec.delay, spec.run_at) if timed else ("", "")
         unique_key = spec.unique_key or ""
         if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
@@ -180,7 +187,7 @@ class Client:
             job_id, spec.task, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2 + 3,
             "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
         ]  # fmt: skip
-        return _Prepared(queue=queue, args=args, id=job_id)
+        return _Prepared(queue, args, job_id, spec.id is None and not unique_key and not timed)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
         by_queue: dict[str, list[_Prepared]] = {}
@@ -189,20 +196,17 @@ class Client:
         calls: list[scripts.Call] = []
         chunks: list[tuple[str, list[_Prepared]]] = []
         for queue, items in by_queue.items():
-            k = queue_keys(queue)
-            script_keys = [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats, k.idle, k.paused, k.active]
+            script_keys, head = self._script_head(queue)
             for start in range(0, len(items), SCRIPT_BATCH):  # smaller scripts overlap with sending the rest
                 chunk = items[start : start + SCRIPT_BATCH]
-                args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(chunk), k.inbox_prefix]
+                args: list[scripts.Arg] = [*head, len(chunk), int(len(chunk) == 1 and chunk[0].may_take_intake)]
                 for p in chunk:
                     args.extend(p.args)
                 calls.append(("enqueue", script_keys, args))
                 chunks.append((queue, chunk))
         new_queues = set(by_queue) - self._known_queues
         if new_queues:
-            # Registered before the jobs so the recoverer and the console always see the queue.
-            self.redis.sadd(keys.QUEUES, *new_queues)
-            self._known_queues |= new_queues
+            self._register_queues(new_queues)
         found: dict[str, EnqueueResult] = {}
         for (queue, chunk), reply in zip(chunks, scripts.run_many(self.redis, calls), strict=True):
             if isinstance(reply, Exception):
@@ -211,33 +215,69 @@ class Client:
                 found[p.id] = EnqueueResult(id=job_id, queue=queue, state=JobState(state), status=status)
         return [found[p.id] for p in batch]
 
+    def _register_queues(self, queues: set[str]) -> None:
+        # Registered before the jobs so the recoverer and the console always see the queue.
+        self.redis.sadd(keys.QUEUES, *queues)
+        self._known_queues |= queues
+
+    def _script_head(self, queue: str) -> tuple[list[str], list[scripts.Arg]]:
+        """enqueue.lua's keys for a queue, and its arguments before the job count (worked out once)."""
+        head = self._heads.get(queue)
+        if head is None:
+            k = queue_keys(queue)
+            head = self._heads[queue] = (
+                [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats, k.idle, k.paused, k.active,
+                 k.intake],
+                [k.job_prefix, self.events_maxlen, k.inbox_prefix],
+            )  # fmt: skip
+        return head
+
     # --- inspect ----------------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
         return keys.known_queues(self.redis)
 
+    def materialize(self, queue: str) -> int:
+        """Turn the queue's intake entries into jobs now (see drain_intake in _lib.lua); returns how many.
+        Reads and operator actions call this first, so a job a fast enqueue accepted is always visible."""
+        return intake.drain(self.redis, queue, self.events_maxlen)
+
     def locate(self, job_id: str) -> str:
         """The queue holding a job (ids are unique across queues in practice; the first match wins)."""
         queues = self.queues()
-        pipe = self.redis.pipeline(transaction=False)
-        for q in queues:
-            pipe.exists(queue_keys(q).job(job_id))
-        for q, exists in zip(queues, pipe.execute(), strict=True):
-            if exists:
-                return q
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            for q in queues:
+                pipe.exists(queue_keys(q).job(job_id))
+            for q, exists in zip(queues, pipe.execute(), strict=True):
+                if exists:
+                    return q
+            if attempt == 0 and not sum(self.materialize(q) for q in queues):
+                break  # no intake held anything: the job does not exist
         raise JobNotFound(f"no job {job_id}")
+
+    def job_keys(self, job_id: str, queue: str | None = None) -> QueueKeys:
+        """The keys of the queue holding a job, with its intake drained, so a script can act on the job."""
+        if queue is None:
+            return queue_keys(self.locate(job_id))
+        self.materialize(queue)
+        return queue_keys(queue)
 
     def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
         k = queue_keys(queue or self.locate(job_id))
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hgetall(k.job(job_id))
-        pipe.lrange(k.attempts(job_id), 0, -1) if history else pipe.echo("")
-        h, attempts = pipe.execute()
-        if not h:
-            raise JobNotFound(f"no job {job_id}")
-        return Job.from_hash(h, attempts if history else None)
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hgetall(k.job(job_id))
+            pipe.lrange(k.attempts(job_id), 0, -1) if history else pipe.echo("")
+            h, attempts = pipe.execute()
+            if h:
+                return Job.from_hash(h, attempts if history else None)
+            if attempt == 0 and not self.materialize(k.queue):
+                break
+        raise JobNotFound(f"no job {job_id}")
 
     def counts(self, queue: str) -> QueueCounts:
+        self.materialize(queue)
         k = queue_keys(queue)
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(k.paused)
@@ -248,6 +288,7 @@ class Client:
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
         """Ids in one state, oldest first (running: by lease deadline; queued: in claim order)."""
+        self.materialize(queue)
         k = queue_keys(queue)
         key = {
             JobState.QUEUED: k.ready,
@@ -262,7 +303,7 @@ class Client:
 
     def cancel(self, job_id: str, queue: str | None = None) -> str:
         """Cancel a waiting job ('cancelled') or ask a running one to stop ('requested')."""
-        k = queue_keys(queue or self.locate(job_id))
+        k = self.job_keys(job_id, queue)
         outcome = scripts.run(
             self.redis, "cancel", [k.ready, k.scheduled, k.cancelled, k.unique, k.events],
             [k.job_prefix, self.events_maxlen, self.finished_ttl_ms, job_id],
@@ -271,7 +312,7 @@ class Client:
 
     def requeue(self, job_id: str, queue: str | None = None, *, reset_attempts: bool = False) -> None:
         """Run a waiting job now, or bring back a dead, failed, dropped or cancelled job (history kept)."""
-        k = queue_keys(queue or self.locate(job_id))
+        k = self.job_keys(job_id, queue)
         outcome = scripts.run(
             self.redis, "requeue",
             [k.ready, k.scheduled, k.dead, k.failed, k.dropped, k.cancelled, k.unique, k.events, k.wake, k.seq],
@@ -281,7 +322,7 @@ class Client:
 
     def delete(self, job_id: str, queue: str | None = None) -> None:
         """Delete a job that is not running, with its history."""
-        k = queue_keys(queue or self.locate(job_id))
+        k = self.job_keys(job_id, queue)
         outcome = scripts.run(
             self.redis, "delete",
             [k.ready, k.scheduled, k.completed, k.failed, k.dead, k.dropped, k.cancelled, k.unique, k.events],

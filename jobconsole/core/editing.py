@@ -42,7 +42,7 @@ def edit_job(
 
     Raises JobStateConflict if the job is no longer in `expected_state` (or its attempt count changed),
     JobNotFound, DuplicateJob (resubmitting would clash with a live job's unique key), or InvalidJob."""
-    k = queue_keys(queue or client.locate(job_id))
+    k = client.job_keys(job_id, queue)
     expected = JobState(expected_state)
     run_at_ms: scripts.Arg = ""
     if run_at is not None:

@@ -47,6 +47,7 @@ class QueueKeys:
     seq: str
     stats: str
     idle: str  # ZSET of idle workers' registrations, scored by the ms they are valid until
+    intake: str  # STREAM of jobs a fast enqueue accepted, not yet made into job hashes (drain_intake)
     job_prefix: str
     inbox_prefix: str  # + worker id: LIST of jobs an enqueue leased straight to that (idle) worker
 
@@ -99,6 +100,7 @@ def queue_keys(queue: str) -> QueueKeys:
                 "seq",
                 "stats",
                 "idle",
+                "intake",
             ]
         },
         job_prefix=base + "job:",

@@ -123,7 +123,7 @@ class Maintenance:
             scripts.run(
                 self.redis,
                 "promote",
-                [k.scheduled, k.ready, k.seq, k.wake, k.events],
+                [k.scheduled, k.ready, k.seq, k.wake, k.events, k.intake, k.stats],
                 [k.job_prefix, self.events_maxlen, limit],
             )
         )

@@ -299,7 +299,19 @@ class Worker:
     def _claim_call(self, k: QueueKeys, count: int) -> scripts.Call:
         return (
             "claim",
-            [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.idle, k.inbox(self.id)],
+            [
+                k.ready,
+                k.scheduled,
+                k.active,
+                k.paused,
+                k.events,
+                k.wake,
+                k.seq,
+                k.stats,
+                k.intake,
+                k.idle,
+                k.inbox(self.id),
+            ],
             [
                 k.job_prefix,
                 self.events_maxlen,

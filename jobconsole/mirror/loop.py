@@ -36,7 +36,7 @@ import redis
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection, models, transaction
 from django.db.models import F
 
-from jobconsole.core import keys, scripts
+from jobconsole.core import intake, keys, scripts
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.states import TERMINAL_STATES, JobState
@@ -133,8 +133,10 @@ class Mirror:
         lock_ttl: float = 10.0,
         name: str | None = None,
         periodic: Sequence[tuple[float, Callable[[], Any]]] = (),
+        events_maxlen: int = intake.DEFAULT_EVENTS_MAXLEN,
     ) -> None:
         self.redis = connection_
+        self.events_maxlen = events_maxlen  # for the 'enqueued' events of the intake jobs it drains
         self.batch = batch
         self.block_ms = block_ms
         self.lock_ttl_ms = int(lock_ttl * 1000)
@@ -300,6 +302,8 @@ class Mirror:
     # --- reading ----------------------------------------------------------------------------------
 
     def _step(self, *, pending: bool) -> int:
+        if not pending:  # a job still in a queue's intake has no event yet
+            scripts.run_many(self.redis, [intake.drain_call(q, self.events_maxlen) for q in self.queues])
         streams = {queue_keys(q).events: q for q in self.queues}
         pipe = self.redis.pipeline(transaction=True)  # the gap check sees the stream as the read did
         for stream in streams:
@@ -368,6 +372,7 @@ class Mirror:
     def _wait_for_events(self) -> None:
         """Block until any stream has an entry newer than what we have seen (or block_ms passes)."""
         streams = {queue_keys(q).events: self._last_generated.get(q, "$") for q in self.queues}
+        streams |= {queue_keys(q).intake: "$" for q in self.queues}  # a fast enqueue writes only there
         self.redis.xread(cast(Any, streams), count=1, block=self.block_ms)
 
     # --- applying ---------------------------------------------------------------------------------
@@ -520,6 +525,7 @@ class Mirror:
         Rows for jobs Redis no longer holds are kept as history with in_redis=false, except waiting ones
         after a gap: only an operator's delete removes a waiting job, so those rows are deleted too."""
         k = queue_keys(queue)
+        intake.drain(self.redis, queue, self.events_maxlen)  # jobs accepted but not yet made into hashes are in no set
         try:
             info = self.redis.xinfo_stream(k.events)
             upto = str(info["last-generated-id"])
@@ -643,6 +649,7 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
     """The mirror loop configured from settings, with the leader's side duties: the outbox relay,
     database retention and pruning of old published outbox entries."""
     from jobconsole import cleaning, outbox
+    from jobconsole.conf import get_config
     from jobconsole.engine import get_redis
     from jobconsole.mirror.config import mirror_config
 
@@ -651,6 +658,7 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
         "batch": int(config["BATCH"]),
         "block_ms": int(config["BLOCK_MS"]),
         "lock_ttl": float(config["LOCK_TTL"]),
+        "events_maxlen": int(get_config()["EVENTS_MAXLEN"]),
         "periodic": [
             (float(config["RELAY_EVERY"]), outbox.relay),
             (float(config["RETENTION_EVERY"]), cleaning.enforce_db_retention),

@@ -1,8 +1,9 @@
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] active  KEYS[4] paused  KEYS[5] events  KEYS[6] wake
--- KEYS[7] seq  KEYS[8] stats  KEYS[9] idle  KEYS[10] this worker's inbox (both optional)
+-- KEYS[7] seq  KEYS[8] stats  KEYS[9] intake  KEYS[10] idle  KEYS[11] this worker's inbox (both optional)
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
 -- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
+-- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake).
 -- Jobs an enqueue handed straight to this worker (its inbox) come first and do not count against N.
 -- When the ready set runs dry before N, the worker is registered as idle, so that the next enqueue can
 -- lease its job to this worker directly (no claim round trip) and push it to the worker's inbox.
@@ -10,7 +11,7 @@
 -- {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint}.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
-local idle_key, inbox_key, member, idle_ms = KEYS[9], KEYS[10], ARGV[7], tonumber(ARGV[8] or 0)
+local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
 local now = now_ms()
 local out = {now, -1}
 if idle_key then
@@ -25,6 +26,7 @@ if idle_key then
     end
   end
 end
+drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], maxlen)
 promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
 local paused = redis.call('EXISTS', KEYS[4]) == 1
 local claimed = 0

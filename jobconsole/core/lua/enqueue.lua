@@ -1,27 +1,38 @@
 -- Enqueue one or more jobs into one queue.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] unique  KEYS[4] events  KEYS[5] wake  KEYS[6] seq  KEYS[7] stats
--- KEYS[8] idle  KEYS[9] paused  KEYS[10] active
--- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs  ARGV[4] inbox key prefix
+-- KEYS[8] idle  KEYS[9] paused  KEYS[10] active  KEYS[11] intake
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] inbox key prefix  ARGV[4] number of jobs
+-- ARGV[5] '1' when the one job may take the intake (the client made its id; no unique key, not delayed)
 -- then per job: id, task, priority, delay_ms ('' = none), run_at_ms ('' = none), unique_key ('' = none),
 --               n (number of extra field/value pairs), then n pairs stored on the job hash.
 -- Fields left unset mean their defaults: attempts 0, version 1, no timeout, dead_letter 'save',
 -- ready_at = enqueued_at, run_at = enqueued_at.
+-- Such a job, while no worker is registered idle, is only appended to the intake (see drain_intake):
+-- every worker is busy and will claim again as soon as it reports, so no wake-up is needed, and the
+-- producer waits for one XADD instead of the job hash, event and counters.
 -- A job due now, on an unpaused queue with nothing else ready, goes straight to an idle worker when one
 -- is registered: it is leased here and pushed to that worker's inbox, which its blocking pop is
 -- watching, so pick-up costs no claim round trip.
 -- Returns per job {id, status, state}; status is 'created', 'exists' (the id is already known:
 -- idempotent) or 'duplicate' (the unique key is held by the live job whose id is returned).
-local prefix, maxlen, n, inbox_prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[8]) == 0 and redis.call('XLEN', KEYS[11]) < INTAKE_MAX then
+  local entry = {'XADD', KEYS[11], '*', 'id', ARGV[6], 'task', ARGV[7], 'priority', ARGV[8]}
+  for f = 13, 12 + 2 * tonumber(ARGV[12]) do entry[#entry + 1] = ARGV[f] end
+  redis.call(unpack(entry))
+  return {{ARGV[6], 'created', 'queued'}}
+end
+local prefix, maxlen, inbox_prefix, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = now_ms()
 local out = {}
 local per_task = {}
 local woken = 0
 local may_hand_off = true  -- until the idle set is found empty (or the queue paused)
+drain_intake(KEYS[11], prefix, KEYS[1], KEYS[6], KEYS[4], KEYS[7], maxlen)  -- earlier jobs go first
 local seq = tonumber(redis.call('INCRBY', KEYS[6], n)) - n  -- one sequence block for the whole batch
 -- One EXISTS per 500 ids: fresh ids (the usual case) then need no check of their own.
 local any_known = false
 do
-  local batch_keys, j = {}, 5
+  local batch_keys, j = {}, 6
   for b = 1, n do
     batch_keys[#batch_keys + 1] = prefix .. ARGV[j]
     j = j + 7 + 2 * tonumber(ARGV[j + 6])
@@ -33,7 +44,7 @@ do
 end
 local seen = {}  -- ids earlier in this batch
 local ready_adds = {}  -- score, id pairs for one ZADD per 500 jobs
-local i = 5
+local i = 6
 for _ = 1, n do
   local job_id, task, priority = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local delay_ms, run_at_ms, ukey = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]

@@ -1,0 +1,138 @@
+"""The intake: a single enqueue while no worker waits is one XADD; whatever touches the queue next makes
+the job (hash, ready set, event, counters) in acceptance order, so no reader or worker sees a difference."""
+
+import json
+import time
+
+import pytest
+import redis
+
+from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
+from jobconsole.core.errors import JobNotFound
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.maintenance import Maintenance
+from jobconsole.core.worker import LEASED_FIELDS
+
+K = queue_keys("q")
+INTAKE_MAX = 1000  # _lib.lua
+
+
+@pytest.fixture
+def registry() -> TaskRegistry:
+    reg = TaskRegistry()
+
+    @reg.task(name="t.ok", queue="q")
+    def ok(x: int = 0) -> int:
+        return x
+
+    return reg
+
+
+@pytest.fixture
+def client(r: "redis.Redis", registry: TaskRegistry) -> Client:
+    return Client(r, registry)
+
+
+def _claim(r: "redis.Redis", count: int = 10) -> list[str]:
+    reply = scripts.run(
+        r, "claim", [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake],
+        [K.job_prefix, 1000, count, "w", "host", 1],
+    )  # fmt: skip
+    return [dict(zip(LEASED_FIELDS, leased, strict=True))["id"] for leased in reply[2:]]
+
+
+def test_a_single_enqueue_with_no_idle_worker_is_one_intake_entry(r: "redis.Redis", client: Client) -> None:
+    before_ms = int(time.time() * 1000)
+    result = client.enqueue("t.ok", {"x": 3})
+    assert (result.status, result.state) == ("created", JobState.QUEUED)
+    assert r.xlen(K.intake) == 1
+    assert not r.exists(K.job(result.id)) and r.zcard(K.ready) == 0  # nothing else was written yet
+
+    job = client.get(result.id)  # a read makes the job first
+    assert r.xlen(K.intake) == 0 and r.zcard(K.ready) == 1
+    assert (job.state, job.task, job.params, job.queue) == (JobState.QUEUED, "t.ok", {"x": 3}, "q")
+    assert job.enqueued_at is not None
+    assert abs(job.enqueued_at.timestamp() * 1000 - before_ms) < 2000  # the entry's Redis time
+    events = [fields for _, fields in r.xrange(K.events)]
+    assert events == [{"job": result.id, "event": "enqueued", "state": "queued"}]
+    stats = r.hgetall(K.stats)
+    assert [int(v) for f, v in stats.items() if f.endswith("|enqueued|t.ok")] == [1]
+
+
+def test_claims_take_intake_jobs_in_the_order_they_were_accepted(r: "redis.Redis", client: Client) -> None:
+    first = client.enqueue("t.ok").id
+    second = client.enqueue("t.ok").id
+    # Full-path enqueues (a unique key; a batch) drain the intake before adding their own jobs.
+    third = client.enqueue("t.ok", unique_key="u").id
+    fourth, fifth = (res.id for res in client.enqueue_many([JobSpec(task="t.ok"), JobSpec(task="t.ok")]))
+    sixth = client.enqueue("t.ok").id
+    assert r.xlen(K.intake) == 1
+    assert _claim(r, 10) == [first, second, third, fourth, fifth, sixth]
+
+
+def test_priority_holds_across_the_intake(r: "redis.Redis", client: Client) -> None:
+    low = client.enqueue("t.ok", priority=5).id
+    high = client.enqueue("t.ok", priority=-5).id
+    assert r.xlen(K.intake) == 2
+    assert _claim(r, 10) == [high, low]
+
+
+def test_a_job_waits_in_the_intake_only_while_no_worker_is_idle(r: "redis.Redis", client: Client) -> None:
+    seconds, micros = r.time()
+    r.zadd(K.idle, {json.dumps(["w1", "host", 1]): int(seconds) * 1000 + int(micros) // 1000 + 10_000})
+    handed = client.enqueue("t.ok")
+    assert handed.state is JobState.RUNNING and r.xlen(K.intake) == 0  # leased to the idle worker
+    queued = client.enqueue("t.ok")  # the idle worker was used up: into the intake
+    assert queued.state is JobState.QUEUED and r.xlen(K.intake) == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, {"unique_key": "k"}, {"delay": 60}],
+    ids=["client-id", "unique-key", "delayed"],
+)
+def test_jobs_that_need_a_check_or_a_time_never_take_the_intake(
+    r: "redis.Redis", client: Client, options: dict[str, object]
+) -> None:
+    result = client.enqueue("t.ok", **options)
+    assert r.xlen(K.intake) == 0 and r.exists(K.job(result.id))
+
+
+def test_resending_an_id_from_the_intake_is_still_idempotent(r: "redis.Redis", client: Client) -> None:
+    first = client.enqueue("t.ok", {"x": 1})
+    assert r.xlen(K.intake) == 1
+    again = client.enqueue("t.ok", {"x": 2}, id=first.id)  # a retry with the id the first call returned
+    assert (again.id, again.status) == (first.id, "exists")
+    assert client.get(first.id).params == {"x": 1}
+    assert client.counts("q").queued == 1
+
+
+def test_the_intake_is_bounded_and_nothing_is_lost_at_the_bound(r: "redis.Redis", client: Client) -> None:
+    ids = [client.enqueue("t.ok").id for _ in range(INTAKE_MAX + 5)]
+    # The call that met a full intake drained it before adding its own job; later ones start it again.
+    assert r.xlen(K.intake) == 4
+    assert client.counts("q").queued == INTAKE_MAX + 5
+    assert _claim(r, INTAKE_MAX + 10) == ids  # every job, in order
+
+
+def test_operators_act_on_jobs_still_in_the_intake(r: "redis.Redis", client: Client) -> None:
+    cancelled = client.enqueue("t.ok").id
+    deleted = client.enqueue("t.ok").id
+    queued = client.enqueue("t.ok").id
+    assert r.xlen(K.intake) == 3
+    assert client.cancel(cancelled, "q") == "cancelled"
+    client.delete(deleted)  # located without its queue
+    assert client.get(cancelled).state is JobState.CANCELLED
+    with pytest.raises(JobNotFound):
+        client.get(deleted)
+    assert client.job_ids("q", JobState.QUEUED) == [queued]
+    with pytest.raises(JobNotFound):
+        client.get("01ARZ3NDEKTSV4RRFFQ69G5FAV")  # neither a hash nor in any intake
+
+
+def test_maintenance_drains_a_queue_nobody_claims_from(r: "redis.Redis", client: Client) -> None:
+    client.pause("q")
+    job_id = client.enqueue("t.ok").id
+    assert r.xlen(K.intake) == 1
+    Maintenance(r).step()
+    assert r.xlen(K.intake) == 0 and r.hget(K.job(job_id), "state") == "queued"
