@@ -136,3 +136,17 @@ def test_maintenance_drains_a_queue_nobody_claims_from(r: "redis.Redis", client:
     assert r.xlen(K.intake) == 1
     Maintenance(r).step()
     assert r.xlen(K.intake) == 0 and r.hget(K.job(job_id), "state") == "queued"
+
+
+def test_a_drain_takes_the_oldest_entries_and_leaves_the_rest(r: "redis.Redis", client: Client) -> None:
+    ids = [client.enqueue("t.ok").id for _ in range(3)]
+    # More entries than one drain takes (not reachable through the client, which caps the intake).
+    fields = ["task", "t.ok", "priority", 0, "queue", "q", "params", "{}", "max_retries", 3, "lease_ms", 30000]
+    for i in range(INTAKE_MAX):
+        job_id = f"01ARZ3NDEKTSV4RRFF{i:08d}"
+        r.xadd(K.intake, dict(zip(["id", *fields[::2]], [job_id, *fields[1::2]], strict=True)))
+        ids.append(job_id)
+    assert client.materialize("q") == INTAKE_MAX
+    assert r.xlen(K.intake) == 3  # the newest three wait for the next drain
+    assert client.materialize("q") == 3 and not r.exists(K.intake)
+    assert _claim(r, 2 * INTAKE_MAX) == ids

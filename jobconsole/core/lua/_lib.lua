@@ -134,7 +134,7 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
   local n = #entries
   if n == 0 then return 0 end
   local seq = tonumber(redis.call('INCRBY', seq_key, n)) - n
-  local adds, done, counts = {}, {}, {}
+  local adds, counts = {}, {}
   for e = 1, n do
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
@@ -144,12 +144,17 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     seq = seq + 1
     adds[#adds + 1] = ready_score(priority, seq)
     adds[#adds + 1] = job_id
-    done[e] = entry_id
     local field = math.floor(at / 60000) .. '|enqueued|' .. task
     counts[field] = (counts[field] or 0) + 1
   end
   redis.call('ZADD', ready_key, unpack(adds))
-  redis.call('XDEL', intake_key, unpack(done))
+  -- The drained entries are the oldest ones: cut them off the head (much cheaper than XDEL of each id).
+  if redis.call('XLEN', intake_key) == n then
+    redis.call('DEL', intake_key)
+  else
+    local ms, sq = string.match(entries[n][1], '^(%d+)-(%d+)$')
+    redis.call('XTRIM', intake_key, 'MINID', ms .. '-' .. (tonumber(sq) + 1))
+  end
   for field, c in pairs(counts) do redis.call('HINCRBY', stats_key, field, c) end
   return n
 end
