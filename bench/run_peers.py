@@ -120,11 +120,12 @@ def redis_version(server: str) -> str:
 
 @contextmanager
 def private_redis(server: str) -> Iterator[str]:
-    """A throwaway redis-server on a free loopback port: no persistence."""
+    """A throwaway redis-server on a free loopback port, persisted the way a job queue runs in production:
+    AOF with appendfsync everysec (no RDB snapshots), in a temporary directory removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     port = free_port()
     argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir)]
-    argv += ["--save", "", "--appendonly", "no", "--logfile", str(workdir / "redis.log")]
+    argv += ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--logfile", str(workdir / "redis.log")]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10

@@ -37,11 +37,21 @@ def work(
 
 class Producer(threading.Thread):
     """Enqueues `plan` in batches at `rate` jobs/s. A batch that fails (Redis down, connection cut) is
-    re-sent with the same job ids until it is accepted; only then does it enter the ledger as accepted."""
+    re-sent with the same job ids until it is accepted; only then does it enter the ledger as accepted.
 
-    def __init__(self, client: Client, ledger: Ledger, plan: Sequence[Planned], rate: float, batch: int = 50) -> None:
+    With `single`, each job goes alone through `Client.enqueue` without an id of its own, the way most
+    producers call it (and the path that may put it in the queue's intake): it enters the ledger under the
+    id the call returned. A call that fails has an unknown outcome and is not re-sent (without an id, a
+    re-send would be a second job); if that job ran, the checker reports it as never accepted."""
+
+    def __init__(
+        self, client: Client, ledger: Ledger, plan: Sequence[Planned], rate: float, batch: int = 50,
+        single: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__(name="chaos-producer", daemon=True)
-        self.client, self.ledger, self.plan, self.rate, self.batch = client, ledger, plan, rate, batch
+        self.client, self.ledger, self.plan, self.rate = client, ledger, plan, rate
+        self.batch = 1 if single else batch
+        self.single = single
         self.failed_sends = 0
         self.error: BaseException | None = None
 
@@ -52,9 +62,23 @@ class Producer(threading.Thread):
                 wait = started + i / self.rate - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                self._send(self.plan[i : i + self.batch])
+                if self.single:
+                    self._send_one(self.plan[i])
+                else:
+                    self._send(self.plan[i : i + self.batch])
         except BaseException as exc:  # noqa: BLE001 - reported by the scenario, never swallowed
             self.error = exc
+
+    def _send_one(self, planned: Planned) -> None:
+        sent_at = time.time()
+        spec = planned.spec
+        try:
+            result = self.client.enqueue(spec.task, spec.params, delay=spec.delay)
+        except RETRYABLE_ERRORS:
+            self.failed_sends += 1
+            time.sleep(0.1)
+            return
+        self.ledger.accept([Accepted(result.id, spec.task, planned.expect, sent_at + (spec.delay or 0.0))])
 
     def _send(self, chunk: Sequence[Planned]) -> None:
         sent_at = time.time()  # Redis stamps run_at = its now (>= this) + delay: a lower bound
@@ -99,8 +123,8 @@ class Ctx:
         self.notes.append(f"{n} workers started in {time.monotonic() - began:.1f}s")
         return procs
 
-    def produce(self, plan: Sequence[Planned], rate: float, batch: int = 50) -> Producer:
-        producer = Producer(self.client, self.ledger, plan, rate, batch)
+    def produce(self, plan: Sequence[Planned], rate: float, batch: int = 50, *, single: bool = False) -> Producer:
+        producer = Producer(self.client, self.ledger, plan, rate, batch, single)
         producer.start()
         self.producers.append(producer)
         return producer
@@ -139,7 +163,9 @@ class Ctx:
         self.notes.append(f"faults stopped; queue drained in {time.monotonic() - began:.1f}s")
         for producer in self.producers:
             producer.join(5)
-            if producer.failed_sends:
+            if producer.failed_sends and producer.single:
+                self.notes.append(f"{producer.failed_sends} single enqueue(s) failed (outcome unknown, not re-sent)")
+            elif producer.failed_sends:
                 self.notes.append(f"producer re-sent {producer.failed_sends} batch(es) after Redis errors")
             if producer.error is not None:
                 self.notes.append(f"producer failed: {producer.error!r}")

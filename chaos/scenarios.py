@@ -2,6 +2,7 @@
 its faults under load with seeded random timing, then stops faulting and lets the queue drain; the checker
 judges the result. Sizes: (quick, full)."""
 
+import contextlib
 import itertools
 import signal
 import subprocess
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 
 from chaos.harness import Ctx, Planned, work
 from chaos.proxy import Mode, Proxy
-from chaos.tasks import LEASE_S
+from chaos.tasks import LEASE_S, QUEUE, SPIN_LEASE_S
+from jobconsole.core.keys import queue_keys
+from jobconsole.core.maintenance import RETRYABLE_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,9 @@ def kill_loop(ctx: Ctx) -> None:
     ctx.workers(3)
     n = int(ctx.size(400, 10_000))
     plan = [work(f"k{i}", ctx.rng.choice([0.0, 0.0, 0.0, 0.005, 0.02, 0.3])) for i in range(n)]
-    ctx.produce(plan, rate=ctx.size(150, 300))
+    rate = ctx.size(150, 300)
+    ctx.produce(plan[::2], rate=rate / 2)
+    ctx.produce(plan[1::2], rate=rate / 2, single=True)  # one by one, through the intake when workers are busy
     low, high = ctx.size(0.3, 0.5), ctx.size(1.0, 2.0)
     for done in itertools.count():
         if not ctx.faulting(done):
@@ -114,7 +119,8 @@ def _redis_kill(ctx: Ctx) -> None:
     ctx.workers(3)
     n = int(ctx.size(600, 8000))
     plan = [work(f"r{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.2])) for i in range(n)]
-    ctx.produce(plan, rate=ctx.size(300, 300))
+    ctx.produce(plan[::2], rate=150)
+    ctx.produce(plan[1::2], rate=150, single=True)  # intake entries must survive the restart like jobs
     for done in itertools.count():
         if not ctx.faulting(done):
             break
@@ -254,10 +260,42 @@ def cpu_bound(ctx: Ctx) -> None:
     ctx.cluster.start_recoverer()
     ctx.workers(3)
     n = int(ctx.size(60, 400))
-    plan = [work(f"s{i}", ctx.rng.uniform(0.2, 3 * LEASE_S), task="chaos.spin") for i in range(n)]
+    plan = [work(f"s{i}", ctx.rng.uniform(0.2, 1.5 * SPIN_LEASE_S), task="chaos.spin") for i in range(n)]
     ctx.produce(plan, rate=ctx.size(20, 40))
     while ctx.producing():
         ctx.sleep(0.5, 1.0)
+    ctx.settle(timeout=120.0)
+
+
+def intake(ctx: Ctx) -> None:
+    """Jobs enqueued one by one while every worker is busy wait in the queue's intake stream (one XADD each)
+    until a claim makes them jobs. Workers are killed and redis-server is killed (appendfsync always) while
+    the intake holds jobs: every accepted job must still run exactly as often as any other."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(2)
+    n = int(ctx.size(500, 4000))
+    # Two workers x 8 threads at 0.12 s a task run about 130 jobs/s: producing faster keeps every worker
+    # busy, so no worker registers as idle and the one-by-one enqueues take the intake.
+    plan = [work(f"i{i}", ctx.rng.choice([0.05, 0.1, 0.2])) for i in range(n)]
+    ctx.produce(plan, rate=ctx.size(250, 250), single=True)
+    longest = 0
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        with contextlib.suppress(*RETRYABLE_ERRORS):
+            longest = max(longest, int(ctx.r.xlen(queue_keys(QUEUE).intake)))
+        ctx.sleep(0.5, 1.5)
+        if done % 3 == 2:
+            started = time.time()
+            ctx.server.kill()
+            ctx.sleep(0.2, 1.0)
+            ctx.server.start()
+            ctx.ledger.fault("redis_kill", [], started, time.time())
+        else:
+            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+            ctx.cluster.kill(ctx.cluster.workers[slot])
+            ctx.cluster.start_worker(slot)
+    ctx.notes.append(f"the intake held up to {longest} jobs when sampled")
     ctx.settle(timeout=120.0)
 
 
@@ -276,5 +314,6 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
         Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
         Scenario("cpu_bound", "CPU-bound tasks starve nothing", cpu_bound, extra_gates=("live_worker_leases_lost",)),
+        Scenario("intake", "busy workers: jobs wait in the intake; kills", intake),
     ]
 }

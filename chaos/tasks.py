@@ -13,6 +13,11 @@ from jobconsole.core.execution import RunningJob
 
 QUEUE = "chaos"
 LEASE_S = 1.0  # visibility_timeout of every chaos task: faults are sized in multiples of it
+# chaos.spin's lease. Three workers of eight CPU-bound threads on two vCPUs (plus the host's steal) leave a
+# whole process without CPU for close to a second at times; a 1 s lease would then lapse because the OS did not
+# run the process at all, which no heartbeat design inside it can help. Twice that is still far below the
+# 30 s default and short enough that a task spinning 1.5x its lease depends on the heartbeat thread.
+SPIN_LEASE_S = 2.0
 
 _ledger: Ledger | None = None
 
@@ -65,7 +70,7 @@ def work(
     return _run(context, key, seconds, heartbeat, die_after_effect)
 
 
-@task(name="chaos.spin", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1)
+@task(name="chaos.spin", queue=QUEUE, visibility_timeout=SPIN_LEASE_S, max_retries=25, retry_delay=0.1)
 def spin(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
     """CPU-bound for `seconds` in pure Python (holding the GIL but for the interpreter's switches) and never
     calling heartbeat(): the worker's own heartbeat thread must keep the lease alive meanwhile."""

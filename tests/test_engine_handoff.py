@@ -1,6 +1,7 @@
 """Direct hand-off: an enqueue leases its job straight to an idle worker's inbox (no claim round trip)."""
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -127,3 +128,25 @@ def test_a_worker_on_its_way_out_gives_back_a_handed_job_without_using_an_attemp
     assert job.state is JobState.QUEUED and job.attempts == 0
     assert [a.outcome for a in job.history] == ["requeued"]
     assert r.zcard(K.idle) == 0 and not r.exists(K.inbox("leaving"))
+
+
+def test_the_lease_counts_from_when_it_began_not_from_when_the_worker_read_it(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    """A dispatcher starved of CPU reads a claim reply (or its inbox) late: the lease has been running since
+    Redis granted it. The worker must count from then, or a heartbeat comes too late for a live job."""
+    _register_idle(r, "w")
+    handed = client.enqueue("t.ok")
+    assert handed.state is JobState.RUNNING
+    payload = json.loads(r.lpop(K.inbox("w")))
+    worker = Worker(r, ["q"], registry, name="w", maintenance=False)
+    fresh = worker._start("q", payload, time.monotonic())
+    assert fresh is not None and fresh.lease_fresh()
+    assert fresh.next_heartbeat - time.monotonic() > 30.0 / 3 - 1  # 30 s lease, granted just now
+
+    late = list(payload)
+    late[LEASED_FIELDS.index("leased_at")] = str(int(payload[-1]) - 25_000)  # granted 25 s before it was read
+    job = Worker(r, ["q"], registry, name="w2", maintenance=False)._start("q", late, time.monotonic())
+    assert job is not None
+    assert not job.lease_fresh()  # 5 s of a 30 s lease left: not started, given back instead
+    assert job.next_heartbeat <= time.monotonic()  # and renewed at the heartbeat thread's next pass

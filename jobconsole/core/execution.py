@@ -48,6 +48,7 @@ class RunningJob:
     async_task: "asyncio.Task[Any] | None" = None
     loop: asyncio.AbstractEventLoop | None = None
     began: bool = False  # the task was called (a prefetched job waits in the pool until then)
+    finished: bool = False  # the task returned or raised; its outcome is on the way to Redis
     began_event: threading.Event | None = None  # set when the task begins, for a dispatcher waiting on it
     interrupted: OnShutdown | None = None  # set when shutdown interrupts it
     timed_out: bool = False
@@ -102,6 +103,7 @@ def run_sync(job: RunningJob) -> Outcome:
         finally:
             with job.lock:
                 job.thread_id = None
+                job.finished = True
         return success(job, result)
     except BaseException as exc:  # noqa: BLE001 - the boundary: any way the task ends is recorded
         return failure(job, exc)
@@ -125,6 +127,7 @@ async def run_async(job: RunningJob) -> Outcome:
         finally:
             with job.lock:
                 job.async_task = None
+                job.finished = True
         return success(job, result)
     except asyncio.CancelledError as exc:
         # Our own interrupt() cancels with the exception's name as the message.

@@ -40,7 +40,9 @@ PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on
 IDLE_REGISTRATION_MS = 1500  # outlives the longest idle block (1 s); every claim renews or drops it
 SWITCH_INTERVAL_S = 0.001  # see Worker.run
 # What a claim returns per job: lease() in lua/_lib.lua, in this order.
-LEASED_FIELDS = ("id", "token", "task", "attempts", "max_retries", "params", "lease_ms", "timeout_ms", "checkpoint")
+LEASED_FIELDS = (
+    "id", "token", "task", "attempts", "max_retries", "params", "lease_ms", "timeout_ms", "checkpoint", "leased_at",
+)  # fmt: skip
 
 
 class Worker:
@@ -277,7 +279,7 @@ class Worker:
         # enqueue pushed a token: claim), so pick-up needs no polling.
         popped = self.redis.blpop([*self._inbox_queue, *(k.wake for k in self.keys)], timeout=timeout)
         if popped is not None and popped[0] in self._inbox_queue:
-            job = self._start(self._inbox_queue[popped[0]], json.loads(popped[1]), announce=True)
+            job = self._start(self._inbox_queue[popped[0]], json.loads(popped[1]), time.monotonic(), announce=True)
             if job is not None and job.began_event is not None:
                 # Step aside until the task has begun: holding the GIL meanwhile (for the next claim)
                 # would keep the task thread we just woke waiting for it.
@@ -330,6 +332,7 @@ class Worker:
         calls, owners, outcomes = self._outcome_calls()
         if want > 0:
             calls.append(self._claim_call(self.keys[0], want))
+        sent = time.monotonic()  # no lease in the reply began before this
         try:
             replies = scripts.run_many(self.redis, calls)
         except RETRYABLE_ERRORS:
@@ -346,6 +349,7 @@ class Worker:
                 if isinstance(reply, Exception):
                     raise reply
             elif want - started > 0:
+                sent = time.monotonic()
                 reply = scripts.run(self.redis, *self._claim_call(k, want - started))
             else:
                 break
@@ -354,15 +358,16 @@ class Worker:
             if due >= 0 and (next_due < 0 or due < next_due):
                 next_due = due
             for leased in reply[2:]:
-                self._start(k.queue, leased)
+                self._start(k.queue, leased, sent)
                 started += 1
         self._next_due_ms = next_due
         return started
 
-    def _start(self, queue: str, leased: list[str], *, announce: bool = False) -> RunningJob | None:
-        """Run a job leased to us; `leased` is what lease() in _lib.lua returns."""
+    def _start(self, queue: str, leased: list[str], received: float, *, announce: bool = False) -> RunningJob | None:
+        """Run a job leased to us; `leased` is what lease() in _lib.lua returns, `received` a monotonic time
+        no earlier than the lease's start (when the claim was sent)."""
         self.claimed += 1
-        job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint = leased
+        job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at = leased
         task = self.registry.find(task_name)
         if task is None:
             reason = f"task {task_name!r} is not registered on worker {self.id}"
@@ -376,12 +381,17 @@ class Worker:
             log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
             return None
         lease_s = int(lease_ms) / 1000
+        # Count the lease from when it began, not from now: a dispatcher starved of CPU may read the reply
+        # late, and a job handed to the inbox may have waited there; its heartbeat is due a third of the
+        # lease after that, and a job whose lease may be running out is not started (lease_fresh).
+        age_s = max(0, self._redis_ms() - int(leased_at)) / 1000
+        renewed = min(received, time.monotonic() - age_s)
         job = RunningJob(
             id=job_id, queue=queue, token=token, task=task, attempt=int(attempt), max_retries=int(max_retries),
             params=json.loads(params) if params != "{}" else {}, context=None, lease_s=lease_s,
-            timeout_s=int(timeout_ms) / 1000 if timeout_ms else None,
+            timeout_s=int(timeout_ms) / 1000 if timeout_ms else None, renewed=renewed,
         )  # fmt: skip
-        job.next_heartbeat = job.started + lease_s / 3
+        job.next_heartbeat = renewed + lease_s / 3
         if task.context_param:
             job.context = JobContext(
                 job_id=job_id, queue=queue, task=task.name, attempt=job.attempt, max_retries=job.max_retries,
@@ -556,7 +566,12 @@ class Worker:
                     job.renewed = sent
                 if code == -1 and not job.lost:
                     job.lost = True
-                    log.warning("lease lost job=%s task=%s: another worker may be running it", job.id, job.task.name)
+                    # A task that already finished has usually just been acked (this heartbeat crossed the
+                    # ack); if its lease really was lost, the ack is refused and logged as stale instead.
+                    if not job.finished:
+                        log.warning(
+                            "lease lost job=%s task=%s: another worker may be running it", job.id, job.task.name
+                        )
                 elif code == 1 and not job.cancel_requested:
                     job.cancel_requested = True
                     if job.context is not None:

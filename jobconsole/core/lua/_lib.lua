@@ -88,7 +88,8 @@ end
 -- Lease a job to a worker: the claim's bookkeeping, shared by claim (a worker asks) and enqueue (the
 -- job goes straight to an idle worker). `h` holds the job's LEASE_FIELDS. Returns what the worker needs
 -- to run it, in this order (strings, '' when unset): id, token, task, attempt, max_retries, params,
--- lease_ms, timeout_ms, checkpoint.
+-- lease_ms, timeout_ms, checkpoint, leased_at (Redis ms: when the lease began, so that a worker that reads
+-- the reply late, or picks a handed-off job from its inbox, knows how much of the lease is already gone).
 local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms', 'checkpoint',
                       'ready_at', 'enqueued_at'}
 local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen)
@@ -98,7 +99,7 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
   redis.call('ZADD', active_key, now + tonumber(h.lease_ms or 30000), job_id)
   emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
   return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
-          h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or ''}
+          h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}
 end
 
 -- A job's LEASE_FIELDS as a table (fields it does not have are nil), or nil when the job is gone.

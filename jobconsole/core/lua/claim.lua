@@ -8,7 +8,7 @@
 -- When the ready set runs dry before N, the worker is registered as idle, so that the next enqueue can
 -- lease its job to this worker directly (no claim round trip) and push it to the worker's inbox.
 -- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), job...}; each job is what lease() returns:
--- {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint}.
+-- {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at}.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
