@@ -51,6 +51,7 @@ class Accepted:
     task: str
     expect: str  # 'completed' or 'dead' (poison jobs)
     not_before: float  # a lower bound of the job's run_at (wall clock, seconds)
+    accepted_at: float = 0.0  # when the ledger recorded it (set by the ledger; wall clock, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ class Ledger:
     # --- readers (checker) --------------------------------------------------------------------------
 
     def accepted(self) -> list[Accepted]:
-        rows = self._db().execute("SELECT job_id, task, expect, not_before FROM accepted")
+        rows = self._db().execute("SELECT job_id, task, expect, not_before, accepted_at FROM accepted")
         return [Accepted(*row) for row in rows]
 
     def executions(self) -> list[Execution]:

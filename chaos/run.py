@@ -67,7 +67,7 @@ def run_scenario(scenario: Scenario, *, quick: bool, seed: int, root: Path) -> R
             server.start()
         else:
             server.proc.send_signal(18)  # SIGCONT, in case it failed while Redis was frozen
-    report = check(ledger, r, cluster.stale_reports())
+    report = check(ledger, r, cluster.stale_reports(), everysec=scenario.appendfsync == "everysec")
     report.notes += ctx.notes
     r.close()
     server.kill()
@@ -85,6 +85,10 @@ def print_result(res: Result) -> None:
         ("jobs accepted", rep.accepted),
         ("executions", rep.executions),
         ("lost", rep.lost),
+        (
+            "lost in Redis's everysec window (not gated)",
+            rep.lost_in_fsync_window if res.scenario.appendfsync == "everysec" else "-",
+        ),
         ("dead-lettered, expected to complete", rep.unexpected_dead),
         ("overlapping valid leases", rep.overlaps),
         ("duplicate side effects", rep.duplicate_effects),

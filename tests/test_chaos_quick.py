@@ -99,6 +99,21 @@ def test_checker_counts_lost_jobs_reruns_after_ack_early_runs_and_spurious_recov
     assert report.live_worker_leases_lost == 1  # w2 (pid 2) was never hit by a fault
 
 
+def test_checker_sets_apart_jobs_redis_forgot_in_its_everysec_window() -> None:
+    # redis-server (appendfsync everysec) was killed at 200 s: a job accepted at 199 s may be gone with the
+    # AOF tail Redis had not written yet; one accepted at 150 s, or one Redis still holds, may not.
+    jobs = {"recent": None, "old": None, "stuck": job("stuck", "queued")}
+    acc = [
+        Accepted(i, "chaos.work", "completed", 0.0, at)
+        for i, at in [("recent", 199.0), ("old", 150.0), ("stuck", 199.5)]
+    ]
+    kill = [Fault("redis_kill", frozenset(), 200.0, 200.5)]
+    everysec = judge(acc, [], kill, jobs, everysec=True)
+    assert (everysec.lost, everysec.lost_in_fsync_window) == (2, 1)
+    always = judge(acc, [], kill, jobs)
+    assert (always.lost, always.lost_in_fsync_window) == (3, 0)
+
+
 def test_checker_counts_an_execution_that_no_lease_explains() -> None:
     jobs = {"a": job("a", "completed", ("w1", 1, 1, 100, 101, "completed"))}
     report = judge(accepted("a"), [run("a", "w1", 1, 1, 100.1, 100.9), run("a", "w9", 1, 9, 100.2, 100.5)], [], jobs)
