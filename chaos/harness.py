@@ -149,6 +149,20 @@ class Ctx:
     def sleep(self, low: float, high: float) -> None:
         time.sleep(self.rng.uniform(low, high))
 
+    def kill_a_worker(self) -> None:
+        """SIGKILL a random worker and start its replacement in the same slot (same clock skew)."""
+        slot = self.rng.choice(sorted(self.cluster.workers))
+        self.cluster.kill(self.cluster.workers[slot])
+        self.cluster.start_worker(slot)
+
+    def kill_redis(self, low: float, high: float) -> None:
+        """kill -9 redis-server, leave it down for `low`-`high` s, restart it on its own AOF."""
+        started = time.time()
+        self.server.kill()
+        self.sleep(low, high)
+        self.server.start()
+        self.ledger.fault("redis_kill", [], started, time.time())
+
     def settle(self, timeout: float = 60.0, restart_dead: bool = True) -> None:
         """Faults are over: keep the workers alive until the queue drains (or give up; the checker tells)."""
         began = time.monotonic()

@@ -40,9 +40,7 @@ def kill_loop(ctx: Ctx) -> None:
         if not ctx.faulting(done):
             break
         ctx.sleep(low, high)
-        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-        ctx.cluster.kill(ctx.cluster.workers[slot])
-        ctx.cluster.start_worker(slot)
+        ctx.kill_a_worker()
     ctx.settle()
 
 
@@ -125,11 +123,7 @@ def _redis_kill(ctx: Ctx) -> None:
         if not ctx.faulting(done):
             break
         ctx.sleep(0.5, 2.0)
-        started = time.time()
-        ctx.server.kill()
-        ctx.sleep(0.2, 1.5)
-        ctx.server.start()
-        ctx.ledger.fault("redis_kill", [], started, time.time())
+        ctx.kill_redis(0.2, 1.5)
     ctx.settle()
 
 
@@ -220,9 +214,7 @@ def delayed(ctx: Ctx) -> None:
             ctx.cluster.kill(recoverer)
             recoverer = ctx.cluster.start_recoverer()
         else:
-            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-            ctx.cluster.kill(ctx.cluster.workers[slot])
-            ctx.cluster.start_worker(slot)
+            ctx.kill_a_worker()
     ctx.settle()
 
 
@@ -247,9 +239,7 @@ def clock_skew(ctx: Ctx) -> None:
             ctx.cluster.kill(recoverer)
             recoverer = ctx.cluster.start_recoverer(skew=ctx.rng.choice([300.0, -300.0]))
         else:
-            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-            ctx.cluster.kill(ctx.cluster.workers[slot])
-            ctx.cluster.start_worker(slot)  # with the same skew
+            ctx.kill_a_worker()  # with the same skew
     ctx.settle()
 
 
@@ -286,15 +276,9 @@ def intake(ctx: Ctx) -> None:
             longest = max(longest, int(ctx.r.xlen(queue_keys(QUEUE).intake)))
         ctx.sleep(0.5, 1.5)
         if done % 3 == 2:
-            started = time.time()
-            ctx.server.kill()
-            ctx.sleep(0.2, 1.0)
-            ctx.server.start()
-            ctx.ledger.fault("redis_kill", [], started, time.time())
+            ctx.kill_redis(0.2, 1.0)
         else:
-            slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-            ctx.cluster.kill(ctx.cluster.workers[slot])
-            ctx.cluster.start_worker(slot)
+            ctx.kill_a_worker()
     ctx.notes.append(f"the intake held up to {longest} jobs when sampled")
     ctx.settle(timeout=120.0)
 

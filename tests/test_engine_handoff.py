@@ -4,31 +4,15 @@ import json
 import time
 from typing import Any
 
-import pytest
 import redis
 
 from jobconsole.core import Client, JobState, TaskRegistry, Worker, scripts
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.worker import LEASED_FIELDS
 from tests.helpers import wait_for, worker_in_thread
+from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 
 K = queue_keys("q")
-
-
-@pytest.fixture
-def registry() -> TaskRegistry:
-    reg = TaskRegistry()
-
-    @reg.task(name="t.ok", queue="q")
-    def ok(x: int = 0) -> int:
-        return x
-
-    return reg
-
-
-@pytest.fixture
-def client(r: "redis.Redis", registry: TaskRegistry) -> Client:
-    return Client(r, registry)
 
 
 def _redis_ms(r: "redis.Redis") -> int:

@@ -7,30 +7,15 @@ import time
 import pytest
 import redis
 
-from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
+from jobconsole.core import Client, JobSpec, JobState, scripts
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
 from jobconsole.core.worker import LEASED_FIELDS
+from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 
 K = queue_keys("q")
 INTAKE_MAX = 1000  # _lib.lua
-
-
-@pytest.fixture
-def registry() -> TaskRegistry:
-    reg = TaskRegistry()
-
-    @reg.task(name="t.ok", queue="q")
-    def ok(x: int = 0) -> int:
-        return x
-
-    return reg
-
-
-@pytest.fixture
-def client(r: "redis.Redis", registry: TaskRegistry) -> Client:
-    return Client(r, registry)
 
 
 def _claim(r: "redis.Redis", count: int = 10) -> list[str]:
