@@ -119,13 +119,14 @@ def redis_version(server: str) -> str:
 
 
 @contextmanager
-def private_redis(server: str) -> Iterator[str]:
-    """A throwaway redis-server on a free loopback port, persisted the way a job queue runs in production:
-    AOF with appendfsync everysec (no RDB snapshots), in a temporary directory removed afterwards."""
+def private_redis(server: str, appendfsync: str = "no-aof") -> Iterator[str]:
+    """A throwaway redis-server on a free loopback port, in a temporary directory removed afterwards: no
+    persistence, or AOF with the given appendfsync policy (never RDB snapshots)."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     port = free_port()
     argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir)]
-    argv += ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--logfile", str(workdir / "redis.log")]
+    argv += ["--save", "", "--logfile", str(workdir / "redis.log")]
+    argv += ["--appendonly", "no"] if appendfsync == "no-aof" else ["--appendonly", "yes", "--appendfsync", appendfsync]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -366,6 +367,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis-url", help="use this Redis instead of a private one (it gets FLUSHALLed!)")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
+    p.add_argument(
+        "--appendfsync", choices=["no-aof", "everysec", "always"], default="no-aof",
+        help="persistence of the private redis-server (default: none, as the issue's reference figures)",
+    )  # fmt: skip
     return p.parse_args()
 
 
@@ -432,10 +437,10 @@ def main() -> int:
         "latency_samples": samples,
         "throughput_repeats": args.repeat,
         "peers": peers,
-        "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)}",
+        "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)} ({args.appendfsync})",
     }
     t0 = time.monotonic()
-    redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server)
+    redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server, args.appendfsync)
     with redis_ctx as url:
         results = run_all(peers, url, jobs, samples, args.repeat)
     meta["duration_s"] = round(time.monotonic() - t0, 1)
