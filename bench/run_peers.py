@@ -369,7 +369,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
     p.add_argument(
         "--appendfsync", choices=["no-aof", "everysec", "always"], default="no-aof",
-        help="persistence of the private redis-server (default: none, as the issue's reference figures)",
+        help="persistence of the private redis-server (default: none)",
     )  # fmt: skip
     return p.parse_args()
 
