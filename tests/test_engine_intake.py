@@ -135,3 +135,21 @@ def test_a_drain_takes_the_oldest_entries_and_leaves_the_rest(r: "redis.Redis", 
     assert r.xlen(K.intake) == 3  # the newest three wait for the next drain
     assert client.materialize("q") == 3 and not r.exists(K.intake)
     assert _claim(r, 2 * INTAKE_MAX) == ids
+
+
+def test_a_claim_clears_lapsed_idle_registrations(r: "redis.Redis", client: Client) -> None:
+    seconds, micros = r.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    client.enqueue("t.ok", unique_key="first")  # work is ready, so no enqueue looks for an idle worker
+    r.zadd(K.idle, {json.dumps(["killed", "host", 1]): now_ms - 1})  # a worker SIGKILLed while idle
+    client.enqueue("t.ok")
+    assert r.xlen(K.intake) == 0  # the registration, lapsed or not, keeps singles off the intake
+    assert r.zcard(K.idle) == 1
+    scripts.run(  # any live worker's next claim
+        r, "claim",
+        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake, K.idle, K.inbox("w")],
+        [K.job_prefix, 1000, 0, "w", "host", 2, json.dumps(["w", "host", 2]), 0],
+    )  # fmt: skip
+    assert not r.exists(K.idle)
+    client.enqueue("t.ok")
+    assert r.xlen(K.intake) == 1  # the intake is open again

@@ -16,6 +16,9 @@ local now = now_ms()
 local out = {now, -1}
 if idle_key then
   redis.call('ZREM', idle_key, member)
+  -- Registrations of workers killed while idle would otherwise linger until an enqueue pops them, and while
+  -- any is there a single enqueue cannot take the intake.
+  redis.call('ZREMRANGEBYSCORE', idle_key, '-inf', now)
   local handed = redis.call('LRANGE', inbox_key, 0, -1)
   if #handed > 0 then
     redis.call('DEL', inbox_key)
