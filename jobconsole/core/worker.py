@@ -358,14 +358,17 @@ class Worker:
             if due >= 0 and (next_due < 0 or due < next_due):
                 next_due = due
             for leased in reply[2:]:
-                self._start(k.queue, leased, sent)
+                self._start(k.queue, leased, sent, self._redis_now_ms)
                 started += 1
         self._next_due_ms = next_due
         return started
 
-    def _start(self, queue: str, leased: list[str], received: float, *, announce: bool = False) -> RunningJob | None:
-        """Run a job leased to us; `leased` is what lease() in _lib.lua returns, `received` a monotonic time
-        no earlier than the lease's start (when the claim was sent)."""
+    def _start(
+        self, queue: str, leased: list[str], received: float, redis_now_ms: int | None = None, *, announce: bool = False
+    ) -> RunningJob | None:
+        """Run a job leased to us; `leased` is what lease() in _lib.lua returns. `received` is a monotonic time
+        and `redis_now_ms` Redis's time no earlier than it (a claim: when it was sent, and the time the claim
+        read; default: now, and our estimate of Redis's clock)."""
         self.claimed += 1
         job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at = leased
         task = self.registry.find(task_name)
@@ -384,8 +387,8 @@ class Worker:
         # Count the lease from when it began, not from now: a dispatcher starved of CPU may read the reply
         # late, and a job handed to the inbox may have waited there; its heartbeat is due a third of the
         # lease after that, and a job whose lease may be running out is not started (lease_fresh).
-        age_s = max(0, self._redis_ms() - int(leased_at)) / 1000
-        renewed = min(received, time.monotonic() - age_s)
+        redis_now = self._redis_ms() if redis_now_ms is None else redis_now_ms
+        renewed = received - max(0, redis_now - int(leased_at)) / 1000
         job = RunningJob(
             id=job_id, queue=queue, token=token, task=task, attempt=int(attempt), max_retries=int(max_retries),
             params=json.loads(params) if params != "{}" else {}, context=None, lease_s=lease_s,

@@ -261,9 +261,21 @@ class Mirror:
                 return n
             self._read_pending = False
         n = self._step(pending=False)
+        # Nothing new: jobs may still wait in an intake without an event (no worker claims from the queue,
+        # or maintenance has not passed yet); drain them, so the next read sees them, before waiting.
+        if not n and self._drain_intakes():
+            n = self._step(pending=False)
         if not n:
             self._wait_for_events()
         return n
+
+    def _drain_intakes(self) -> int:
+        calls = [intake.drain_call(q, self.events_maxlen) for q in self.queues]
+        drained = scripts.run_many(self.redis, calls)
+        for reply in drained:
+            if isinstance(reply, Exception):
+                raise reply
+        return sum(int(n) for n in drained)
 
     def drain(self, max_steps: int = 10_000) -> int:
         """Apply everything currently in the streams (tests and the benchmark); returns events applied."""
@@ -302,8 +314,6 @@ class Mirror:
     # --- reading ----------------------------------------------------------------------------------
 
     def _step(self, *, pending: bool) -> int:
-        if not pending:  # a job still in a queue's intake has no event yet
-            scripts.run_many(self.redis, [intake.drain_call(q, self.events_maxlen) for q in self.queues])
         streams = {queue_keys(q).events: q for q in self.queues}
         pipe = self.redis.pipeline(transaction=True)  # the gap check sees the stream as the read did
         for stream in streams:

@@ -18,9 +18,7 @@ local function emit(events_key, maxlen, job_id, event, state, extra)
     return
   end
   local args = {'XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'job', job_id, 'event', event, 'state', state}
-  if extra then
-    for i = 1, #extra do args[#args + 1] = extra[i] end
-  end
+  for i = 1, #extra do args[#args + 1] = extra[i] end
   redis.call(unpack(args))
 end
 
