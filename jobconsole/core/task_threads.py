@@ -4,13 +4,14 @@ job: on a small VM every extra wake-up and lock costs as much as running a no-op
 
 import queue
 import threading
+from collections.abc import Callable
 
 from jobconsole.core.execution import Outcome, RunningJob, run_sync
 
 
 class TaskThreads:
     def __init__(self, count: int, results: "queue.SimpleQueue[Outcome]", name: str = "jc-task") -> None:
-        self._jobs: queue.SimpleQueue[RunningJob | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[RunningJob | Callable[[], None] | None] = queue.SimpleQueue()
         self._results = results
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(count)]
         for t in self._threads:
@@ -18,6 +19,10 @@ class TaskThreads:
 
     def submit(self, job: RunningJob) -> None:
         self._jobs.put(job)
+
+    def call(self, chore: Callable[[], None]) -> None:
+        """Run `chore` on the next free thread (it must not raise)."""
+        self._jobs.put(chore)
 
     def stop(self) -> None:
         """Let each thread exit after the jobs already queued (run_sync releases those not yet begun
@@ -27,5 +32,8 @@ class TaskThreads:
 
     def _run(self) -> None:
         jobs, results = self._jobs, self._results
-        while (job := jobs.get()) is not None:
-            results.put(run_sync(job))  # run_sync never raises
+        while (item := jobs.get()) is not None:
+            if isinstance(item, RunningJob):
+                results.put(run_sync(item))  # run_sync never raises
+            else:
+                item()

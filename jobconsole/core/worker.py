@@ -24,7 +24,7 @@ from jobconsole.core import keys, scripts
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
-from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async
+from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.task_threads import TaskThreads
@@ -92,6 +92,7 @@ class Worker:
         self.processed = 0
         self.failed = 0
         self._results: stdqueue.SimpleQueue[Outcome] = stdqueue.SimpleQueue()
+        self._idle_done: stdqueue.SimpleQueue[BaseException | None] = stdqueue.SimpleQueue()  # see _idle_wait
         self._pending: list[Outcome] = []  # outcomes not yet reported (e.g. Redis was down)
         self._stop_signals = 0
         self._stopping_since: float | None = None
@@ -270,20 +271,49 @@ class Worker:
             self._wait_for_results(0.5)
             return
         if self.running:
-            timeout = 0.05  # results may arrive meanwhile; they are collected after this short block
-        else:
-            timeout = 1.0
-            if self._next_due_ms >= 0:
-                timeout = min(timeout, max(0.001, (self._next_due_ms - self._redis_now_ms) / 1000))
-        # Block on our inboxes (an enqueue leased its job straight to us) and the queues' wake lists (an
-        # enqueue pushed a token: claim), so pick-up needs no polling.
-        popped = self.redis.blpop([*self._inbox_queue, *(k.wake for k in self.keys)], timeout=timeout)
-        if popped is not None and popped[0] in self._inbox_queue:
-            job = self._start(self._inbox_queue[popped[0]], json.loads(popped[1]), time.monotonic(), announce=True)
-            if job is not None and job.began_event is not None:
+            # Results may arrive meanwhile; they are collected after this short block.
+            popped = self._pop_handed_off(0.05, run_here=False)
+            if popped is not None and popped.began_event is not None:
                 # Step aside until the task has begun: holding the GIL meanwhile (for the next claim)
                 # would keep the task thread we just woke waiting for it.
-                job.began_event.wait(0.005)
+                popped.began_event.wait(0.005)
+            return
+        timeout = 1.0
+        if self._next_due_ms >= 0:
+            timeout = min(timeout, max(0.001, (self._next_due_ms - self._redis_now_ms) / 1000))
+        # Fully idle: a task thread blocks instead of this one, and runs a job handed to us itself; waking
+        # this thread first and then a task thread would put a second wake-up before the task starts.
+        self._threads.call(partial(self._idle_wait_in_thread, timeout))
+        while True:
+            try:
+                error = self._idle_done.get(timeout=1.0)
+                break
+            except stdqueue.Empty:
+                continue  # the pop is bounded by its timeout and the socket timeout; keep waiting for it
+        if error is not None:
+            raise error
+
+    def _idle_wait_in_thread(self, timeout: float) -> None:
+        """A task thread's part of a fully idle wait: the blocking pop, then the handed-off job, if any."""
+        try:
+            job = self._pop_handed_off(timeout, run_here=True)
+        except BaseException as exc:  # noqa: BLE001 - the dispatcher re-raises it
+            self._idle_done.put(exc)
+            return
+        self._idle_done.put(None)
+        if job is not None:
+            self._results.put(run_sync(job))
+
+    def _pop_handed_off(self, timeout: float, *, run_here: bool) -> RunningJob | None:
+        """Block on our inboxes (an enqueue leased its job straight to us) and the queues' wake lists (an
+        enqueue pushed a token: the dispatcher claims next), so pick-up needs no polling. Returns the job
+        handed to us: started (run_here=False), or registered for the caller to run (a sync task)."""
+        popped = self.redis.blpop([*self._inbox_queue, *(k.wake for k in self.keys)], timeout=timeout)
+        if popped is None or popped[0] not in self._inbox_queue:
+            return None
+        queue = self._inbox_queue[popped[0]]
+        job = self._start(queue, json.loads(popped[1]), time.monotonic(), announce=not run_here, run_here=run_here)
+        return job if job is not None and (not run_here or not job.task.is_async) else None
 
     def _wait_for_results(self, timeout: float) -> None:
         try:
@@ -364,11 +394,19 @@ class Worker:
         return started
 
     def _start(
-        self, queue: str, leased: list[str], received: float, redis_now_ms: int | None = None, *, announce: bool = False
+        self,
+        queue: str,
+        leased: list[str],
+        received: float,
+        redis_now_ms: int | None = None,
+        *,
+        announce: bool = False,
+        run_here: bool = False,
     ) -> RunningJob | None:
         """Run a job leased to us; `leased` is what lease() in _lib.lua returns. `received` is a monotonic time
         and `redis_now_ms` Redis's time no earlier than it (a claim: when it was sent, and the time the claim
-        read; default: now, and our estimate of Redis's clock)."""
+        read; default: now, and our estimate of Redis's clock). run_here: a sync task is registered but left
+        for the calling thread to run."""
         self.claimed += 1
         job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at = leased
         task = self.registry.find(task_name)
@@ -407,7 +445,7 @@ class Worker:
         if task.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(job), self._event_loop())
             future.add_done_callback(self._results_put)
-        else:
+        elif not run_here:
             self._threads.submit(job)
         return job
 

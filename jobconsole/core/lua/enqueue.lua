@@ -68,7 +68,6 @@ for _ = 1, n do
     if state == 'scheduled' then hset[#hset + 1] = 'run_at'; hset[#hset + 1] = run_at end
     if ukey ~= '' then hset[#hset + 1] = 'unique_key'; hset[#hset + 1] = ukey end
     for f = fields_start, fields_start + 2 * nfields - 1 do hset[#hset + 1] = ARGV[f] end
-    redis.call(unpack(hset))
     if ukey ~= '' then redis.call('HSET', KEYS[3], ukey, job_id) end
     seen[job_id] = true
     emit(KEYS[4], maxlen, job_id, 'enqueued', state)
@@ -83,17 +82,18 @@ for _ = 1, n do
       end
       may_hand_off = idle ~= nil
     end
+    if not idle then redis.call(unpack(hset)) end
     if idle then
       local worker = idle[1]
       local h = {}
-      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end  -- the hash just written
+      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end
+      -- lease() writes the job's hash together with its lease: one HSET.
       local leased = lease(job_key, job_id, h, worker, idle[2], idle[3], now, worker .. ':' .. seq, KEYS[10],
-                           KEYS[4], maxlen)
+                           KEYS[4], maxlen, hset)
       local inbox = inbox_prefix .. worker
       redis.call('RPUSH', inbox, cjson.encode(leased))
       redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
-      count(KEYS[7], now, 'started', task, 1)
-      count(KEYS[7], now, 'wait_ms', task, 0)
+      count(KEYS[7], now, 'started', task, 1)  -- waited 0 ms: nothing to add to wait_ms
       out[#out + 1] = {job_id, 'created', 'running'}
     else
       if state == 'scheduled' then
