@@ -343,6 +343,23 @@ def ratios(results: list[dict[str, Any]], peers: list[str], ours: str = "jobcons
     return "\n".join(lines)
 
 
+def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
+    """Two worker processes against one, with the CPU the one-worker run already kept busy: on a machine
+    with few cores a system that saturates them with one worker cannot scale linearly to two."""
+    cores = os.cpu_count() or 1
+    lines = [f"scaling from 1 to 2 worker processes ({cores} cores; busy = cores kept busy at 1w by workers + Redis):"]
+    for peer in peers:
+        one, two = pick(results, peer, "throughput", 1), pick(results, peer, "throughput", 2)
+        if not (one.get("ok") and two.get("ok") and one.get("jobs_per_s")):
+            continue
+        per_job_ms = (one.get("worker_cpu_ms_per_job") or 0) + (one.get("redis_cpu_us_per_job") or 0) / 1000
+        busy = one["jobs_per_s"] * per_job_ms / 1000
+        lines.append(
+            f"  {peer:<18} 2w/1w {two['jobs_per_s'] / one['jobs_per_s']:5.2f}x   busy at 1w {busy:4.2f} of {cores}"
+        )
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 def write_results(results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
     ignore = RESULTS_FILE.parent / ".gitignore"
@@ -447,10 +464,10 @@ def main() -> int:
     write_results(results, meta)
     print(table(results, peers))
     print()
-    comparison = ratios(results, peers)
-    if comparison:
-        print(comparison)
-        print()
+    for section in (ratios(results, peers), scaling(results, peers)):
+        if section:
+            print(section)
+            print()
     print(footer(peers, jobs, samples, args.repeat, meta["duration_s"]))
     return 0 if all(r.get("ok") for r in results) else 1
 

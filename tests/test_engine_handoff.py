@@ -1,6 +1,7 @@
 """Direct hand-off: an enqueue leases its job straight to an idle worker's inbox (no claim round trip)."""
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -134,3 +135,36 @@ def test_the_lease_counts_from_when_it_began_not_from_when_the_worker_read_it(
     assert job is not None
     assert not job.lease_fresh()  # 5 s of a 30 s lease left: not started, given back instead
     assert job.next_heartbeat <= time.monotonic()  # and renewed at the heartbeat thread's next pass
+
+
+def test_a_fully_idle_worker_runs_a_handed_job_on_a_task_thread_and_keeps_claiming_meanwhile(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    """The blocking pop of a fully idle worker is made by a task thread, which then runs the handed job
+    itself (one wake-up fewer). A long job run that way must not hold up the dispatcher: other jobs are
+    claimed and run beside it."""
+    release = threading.Event()
+    threads: dict[str, str] = {}
+
+    @registry.task(name="t.long", queue="q")
+    def long_job() -> None:
+        threads["long"] = threading.current_thread().name
+        release.wait(10)
+
+    @registry.task(name="t.short", queue="q")
+    def short_job(n: int) -> int:
+        threads[f"short-{n}"] = threading.current_thread().name
+        return n
+
+    with worker_in_thread(r, registry, ["q"], concurrency=3):
+        wait_for(lambda: r.zcard(K.idle) == 1)
+        long_id = client.enqueue("t.long").id
+        wait_for(lambda: "long" in threads)
+        assert threads["long"].startswith("jc-task")
+        # While the handed job runs, the dispatcher claims (or is handed) and runs the next jobs.
+        shorts = [client.enqueue("t.short", {"n": n}).id for n in range(5)]
+        for job_id in shorts:
+            wait_for(lambda job_id=job_id: client.get(job_id).state is JobState.COMPLETED)
+        assert client.get(long_id).state is JobState.RUNNING
+        release.set()
+        wait_for(lambda: client.get(long_id).state is JobState.COMPLETED)
