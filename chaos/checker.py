@@ -40,6 +40,7 @@ class Report:
     live_worker_leases_lost: int = 0  # worker_lost attempts of workers the harness never stopped or killed
     shutdown_attempts_used: int = 0  # on_shutdown=requeue jobs charged an attempt by a graceful SIGTERM
     stale_reports: int = 0
+    orphans: int = 0  # Redis entries left inconsistent once the queue drained (see leftovers())
     dlq_attempts: list[int] = field(default_factory=list)
     recovery: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -123,7 +124,50 @@ def check(ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec:
     )
     report.effects_applied, report.effect_attempts, report.duplicate_effects = ledger.effect_counts()
     report.stale_reports = stale_reports
+    found = leftovers(r)
+    report.orphans = len(found)
+    report.notes += [f"orphan: {what}" for what in found[:10]]
     return report
+
+
+# Which set holds a job in each state; a drained queue has nothing in the first four.
+STATE_SETS = {"queued": "ready", "scheduled": "scheduled", "retrying": "scheduled", "running": "active",
+              "completed": "completed", "failed": "failed", "dead": "dead", "dropped": "dropped",
+              "cancelled": "cancelled"}  # fmt: skip
+
+
+def leftovers(r: "redis.Redis") -> list[str]:
+    """What the faults left behind in Redis that no job accounts for: a job hash missing from the set of its
+    state or listed in another, a set member or attempt history without a job, intake entries nothing
+    drained, unique keys held by finished jobs. Each is a description; a consistent queue yields none."""
+    k = queue_keys(QUEUE)
+    members = {name: set(cast(list[str], r.zrange(getattr(k, name), 0, -1))) for name in set(STATE_SETS.values())}
+    hashes: set[str] = set()
+    histories: set[str] = set()
+    for key in r.scan_iter(match=k.job_prefix + "*", count=1000):
+        (histories if key.endswith(":attempts") else hashes).add(key)
+    found: list[str] = []
+    ids = sorted(key.removeprefix(k.job_prefix) for key in hashes)
+    pipe = r.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hget(k.job(job_id), "state")
+    for job_id, state in zip(ids, pipe.execute(), strict=True):
+        home = STATE_SETS.get(state or "")
+        listed = sorted(name for name, held in members.items() if job_id in held)
+        if home is None or listed != [home]:
+            found.append(f"job {job_id} in state {state!r} is listed in {listed or 'no set'}")
+    known = set(ids)
+    for name, held in members.items():
+        found += [f"{name} lists {job_id}, which has no job hash" for job_id in sorted(held - known)]
+    found += [
+        f"attempt history {key} without its job" for key in sorted(histories) if key[: -len(":attempts")] not in hashes
+    ]
+    if intake_left := r.xlen(k.intake):
+        found.append(f"{intake_left} intake entries never made into jobs")
+    for ukey, holder in cast(dict[str, str], r.hgetall(k.unique)).items():
+        if r.hget(k.job(holder), "state") not in ("queued", "scheduled", "retrying", "running"):
+            found.append(f"unique key {ukey!r} still held by finished job {holder}")
+    return found
 
 
 def judge(

@@ -48,6 +48,7 @@ class Cluster:
     workers: dict[int, Proc] = field(default_factory=dict)
     signalled: set[int] = field(default_factory=set)  # pids the harness sent a fatal signal to
     skews: dict[int, float] = field(default_factory=dict)  # slot -> its clock's offset in seconds (libfaketime)
+    urls: dict[int, str] = field(default_factory=dict)  # slot -> the Redis URL its workers use (e.g. a proxy)
     _generation: int = 0
 
     def env(self, redis_url: str) -> dict[str, str]:
@@ -79,11 +80,14 @@ class Cluster:
 
     def start_worker(self, slot: int, redis_url: str | None = None) -> Proc:
         """(Re)start the worker in `slot`. Recovery is left to the recoverer process, like a deployment
-        where workers run with --no-maintenance; that keeps the leader lock out of the processes we kill."""
+        where workers run with --no-maintenance; that keeps the leader lock out of the processes we kill.
+        A slot keeps the Redis URL it was first given."""
+        if redis_url:
+            self.urls[slot] = redis_url
         self._generation += 1
         name = f"w{slot}-{self._generation}"
         proc = self._spawn(
-            name, redis_url or self.redis.url, "runworker", "--queues", QUEUE, "--name", name,
+            name, self.urls.get(slot, self.redis.url), "runworker", "--queues", QUEUE, "--name", name,
             "--concurrency", str(self.concurrency), "--no-maintenance", skew=self.skews.get(slot, 0.0),
         )  # fmt: skip
         self.workers[slot] = proc

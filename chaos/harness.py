@@ -110,6 +110,7 @@ class Ctx:
     client: Client
     producers: list[Producer] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    soak_seconds: float | None = None  # --soak-seconds: how long `soak` faults (default: its size)
 
     def size(self, quick: float, full: float) -> float:
         return quick if self.quick else full

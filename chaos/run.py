@@ -28,6 +28,7 @@ GATES = (
     "early",
     "unexpected_dead",
     "shutdown_attempts_used",
+    "orphans",
 )
 GROUPS = "n/a: concurrency groups are not built yet"
 
@@ -48,7 +49,9 @@ class Result:
         return not self.failures
 
 
-def run_scenario(scenario: Scenario, *, quick: bool, seed: int, root: Path) -> Result:
+def run_scenario(
+    scenario: Scenario, *, quick: bool, seed: int, root: Path, soak_seconds: float | None = None
+) -> Result:
     workdir = root / scenario.name
     (workdir / "var").mkdir(parents=True)
     ledger = Ledger(workdir / "ledger.sqlite3")
@@ -56,7 +59,16 @@ def run_scenario(scenario: Scenario, *, quick: bool, seed: int, root: Path) -> R
     cluster = Cluster(workdir, ledger, server)
     r, client = open_redis(server.url)
     ctx = Ctx(
-        scenario.name, quick, random.Random(f"{seed}:{scenario.name}"), workdir, ledger, server, cluster, r, client
+        scenario.name,
+        quick,
+        random.Random(f"{seed}:{scenario.name}"),
+        workdir,
+        ledger,
+        server,
+        cluster,
+        r,
+        client,
+        soak_seconds=soak_seconds,
     )
     began = time.monotonic()
     try:
@@ -104,6 +116,7 @@ def print_result(res: Result) -> None:
         ("overlaps incl. expired leases (zombies)", rep.wallclock_overlaps),
         ("leases lost by live workers", rep.live_worker_leases_lost),
         ("stale reports refused", rep.stale_reports),
+        ("orphaned Redis entries", rep.orphans),
         ("executions with no lease in history", rep.unmatched),
         ("poison attempts before DLQ", dlq),
     ]
@@ -127,25 +140,51 @@ def print_summary(results: list[Result]) -> None:
         )
 
 
+def print_totals(results: list[Result]) -> None:
+    """Sums per scenario over several seeded runs (--runs)."""
+    by_name: dict[str, list[Result]] = {}
+    for res in results:
+        by_name.setdefault(res.scenario.name, []).append(res)
+    print(f"\n{'scenario':<20} {'runs':>4} {'passed':>6} {'accepted':>8} {'execs':>7} {'lost':>4} {'overlap':>7} "
+          f"{'dup':>3}")  # fmt: skip
+    for name, runs in by_name.items():
+        total = {f: sum(getattr(r.report, f) for r in runs) for f in ("accepted", "executions", "lost", "overlaps")}
+        dup = sum(r.report.duplicate_effects for r in runs)
+        print(
+            f"{name:<20} {len(runs):>4} {sum(r.passed for r in runs):>6} {total['accepted']:>8} "
+            f"{total['executions']:>7} {total['lost']:>4} {total['overlaps']:>7} {dup:>3}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small volumes (the version inside make test)")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default all")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=1, help="run each scenario this often, seeds --seed, --seed+1, ...")
+    parser.add_argument("--soak-seconds", type=float, help="how long the soak scenario faults (default 150, quick 15)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, ledger, AOF)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="chaos-"))
     results: list[Result] = []
     try:
-        for name in args.scenario or list(SCENARIOS):
-            results.append(run_scenario(SCENARIOS[name], quick=args.quick, seed=args.seed, root=root))
-            print_result(results[-1])
+        for seed in range(args.seed, args.seed + args.runs):
+            for name in args.scenario or list(SCENARIOS):
+                results.append(
+                    run_scenario(
+                        SCENARIOS[name], quick=args.quick, seed=seed, root=root / f"seed-{seed}",
+                        soak_seconds=args.soak_seconds,
+                    )
+                )  # fmt: skip
+                print_result(results[-1])
     finally:
         if args.keep:
             print(f"\nwork directory kept: {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
     print_summary(results)
+    if args.runs > 1:
+        print_totals(results)
     return 0 if all(r.passed for r in results) else 1
 
 

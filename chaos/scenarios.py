@@ -283,6 +283,84 @@ def intake(ctx: Ctx) -> None:
     ctx.settle(timeout=120.0)
 
 
+def soak(ctx: Ctx) -> None:
+    """#16: every fault above that one machine can inject, mixed at random for minutes (quick: seconds)
+    under steady mixed load: worker kill -9, SIGTERM, SIGSTOP past the lease, connection cuts, blackholes and
+    delays, redis-server killed (appendfsync always) and frozen, the recoverer killed. Reports Redis's
+    memory before and after; the checker also looks for orphaned entries."""
+    proxies = [Proxy(ctx.server.port).start(), Proxy(ctx.server.port).start()]
+    try:
+        memory_before = int(ctx.r.info("memory")["used_memory"])
+        recoverer = ctx.cluster.start_recoverer()
+        # Worker 0 behind proxy A, worker 1 behind B, workers 2-3 direct.
+        ctx.workers(4, lambda slot: f"redis://127.0.0.1:{proxies[slot].port}/0" if slot < 2 else ctx.server.url)
+        seconds, rate = ctx.soak_seconds or ctx.size(15.0, 150.0), ctx.size(60.0, 80.0)
+        plan: list[Planned] = []
+        for i in range(int(seconds * rate)):
+            kind = ctx.rng.random()
+            if kind < 0.1:
+                plan.append(work(f"m{i}", ctx.rng.uniform(0.5, 2.0), task="chaos.requeue"))
+            elif kind < 0.3:
+                plan.append(work(f"m{i}", ctx.rng.uniform(0.1, 1.0), heartbeat=True))
+            elif kind < 0.45:
+                plan.append(work(f"m{i}", ctx.rng.choice([0.0, 0.05]), delay=ctx.rng.uniform(0.0, 3.0)))
+            else:
+                plan.append(work(f"m{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.2])))
+        ctx.produce(plan[::2], rate=rate / 2)
+        ctx.produce(plan[1::2], rate=rate / 2, single=True)
+        faults: dict[str, int] = {}
+        while ctx.producing():
+            ctx.sleep(0.5, 1.5)
+            fault = ctx.rng.choice(
+                ["kill", "kill", "term", "stop", "cut", "blackhole", "delay", "redis_kill", "redis_stop", "recoverer"]
+            )
+            faults[fault] = faults.get(fault, 0) + 1
+            if fault == "kill":
+                ctx.kill_a_worker()
+            elif fault in ("term", "stop"):
+                slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+                victim = ctx.cluster.workers[slot]
+                if fault == "term":
+                    ctx.cluster.signal(victim, signal.SIGTERM, "term")
+                    try:
+                        victim.popen.wait(2 * LEASE_S)
+                    except subprocess.TimeoutExpired:
+                        ctx.cluster.kill(victim)
+                    ctx.cluster.start_worker(slot)
+                else:
+                    stop = ctx.cluster.signal(victim, signal.SIGSTOP, "stop")
+                    time.sleep(3 * LEASE_S)
+                    victim.popen.send_signal(signal.SIGCONT)
+                    ctx.ledger.fault_ended(stop, time.time())
+            elif fault in ("cut", "blackhole", "delay"):
+                mode = Mode(fault)
+                started = time.time()
+                proxy = ctx.rng.choice(proxies)
+                proxy.set_mode(mode)
+                time.sleep({Mode.CUT: 0.5, Mode.BLACKHOLE: 2.5 * LEASE_S, Mode.DELAY: 2.0}[mode])
+                proxy.set_mode(Mode.PASS)
+                ctx.ledger.fault(fault, [], started, time.time())
+            elif fault == "redis_kill":
+                ctx.kill_redis(0.2, 1.0)
+            elif fault == "redis_stop":
+                assert ctx.server.proc is not None
+                started = time.time()
+                ctx.server.proc.send_signal(signal.SIGSTOP)
+                time.sleep(2 * LEASE_S)
+                ctx.server.proc.send_signal(signal.SIGCONT)
+                ctx.ledger.fault("redis_stop", [], started, time.time())
+            else:
+                ctx.cluster.kill(recoverer)
+                recoverer = ctx.cluster.start_recoverer()
+        ctx.notes.append("faults: " + ", ".join(f"{name} {n}" for name, n in sorted(faults.items())))
+        ctx.settle(timeout=120.0)
+        memory_after = int(ctx.r.info("memory")["used_memory"])
+        ctx.notes.append(f"redis used_memory {memory_before / 1e6:.1f} MB before, {memory_after / 1e6:.1f} MB after")
+    finally:
+        for proxy in proxies:
+            proxy.close()
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -299,5 +377,6 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
         Scenario("cpu_bound", "CPU-bound tasks starve nothing", cpu_bound, extra_gates=("live_worker_leases_lost",)),
         Scenario("intake", "busy workers: jobs wait in the intake; kills", intake),
+        Scenario("soak", "every fault above, mixed at random", soak),
     ]
 }

@@ -7,12 +7,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 
-from chaos.checker import judge
+from chaos.checker import judge, leftovers
 from chaos.ledger import Accepted, Execution, Fault
 from chaos.run import GATES, Result, print_result, run_scenario
 from chaos.scenarios import SCENARIOS
-from jobconsole.core import Job
+from chaos.tasks import QUEUE
+from jobconsole.core import Client, Job, TaskRegistry
+from jobconsole.core.keys import queue_keys
 
 SEED = 1
 LANES = 2  # scenarios run side by side: they mostly wait for leases to expire
@@ -119,3 +122,23 @@ def test_checker_counts_an_execution_that_no_lease_explains() -> None:
     report = judge(accepted("a"), [run("a", "w1", 1, 1, 100.1, 100.9), run("a", "w9", 1, 9, 100.2, 100.5)], [], jobs)
     assert report.unmatched == 1
     assert report.overlaps == 1  # an unexplained execution counts as valid throughout
+
+
+def test_leftovers_are_what_no_job_accounts_for(r: "redis.Redis") -> None:
+    registry = TaskRegistry()
+    registry.task(name="x", queue=QUEUE)(lambda: None)
+    client = Client(r, registry)
+    queued = client.enqueue("x").id
+    held = client.enqueue("x", unique_key="u").id
+    client.enqueue("x", delay=60)
+    assert leftovers(r) == []  # a consistent queue
+    k = queue_keys(QUEUE)
+    r.zrem(k.ready, queued)  # a job its state's set forgot
+    r.zadd(k.ready, {"ghost": 1})  # a member without a job
+    r.rpush(k.attempts("gone"), "{}")  # a history without a job
+    r.hset(k.job(held), "state", "completed")  # still in ready, and holding its unique key
+    found = leftovers(r)
+    assert len(found) == 5, found
+    assert any(queued in f and "no set" in f for f in found)
+    assert any("ghost" in f for f in found) and any("gone" in f for f in found)
+    assert any(held in f and "'completed'" in f for f in found) and any("unique key 'u'" in f for f in found)
