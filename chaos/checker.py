@@ -1,11 +1,14 @@
 """The checker: compares the ledger (what producers were told and what tasks really did) with what Redis says
 happened to each job (its state and its attempt history), in the spirit of Jepsen's total-queue checker."""
 
+import contextlib
 import math
+import sqlite3
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import redis
@@ -16,7 +19,8 @@ from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
-PROCESS_FAULTS = {"kill", "stop", "term", "crash"}
+PROCESS_FAULTS = {"kill", "stop", "term", "crash", "power_loss"}
+SPARED = {"requeued", "completed"}  # how an on_shutdown=requeue attempt may end under a graceful SIGTERM
 
 
 @dataclass
@@ -28,6 +32,10 @@ class Report:
     # everysec: Redis itself may ack a write it has not yet written to its AOF (it postpones the write while
     # a background fsync runs, for up to 2 s), so these are Redis's documented loss, not the job system's.
     lost_in_fsync_window: int = 0
+    # Lost in a simulated power loss (Redis rolled back to an older AOF) before the database mirror had seen
+    # them: nothing outside Redis knew them, so no reconciler can put them back (the producer's outbox can).
+    lost_in_rollback: int = 0
+    finished_in_mirror_only: int = 0  # ran and completed; Redis forgot them in the rollback, the database did not
     unexpected_dead: int = 0  # expected to complete, dead-lettered instead
     overlaps: int = 0  # pairs of executions of one job whose valid leases overlap, or that shared one lease
     unmatched: int = 0  # executions with no lease in the job's history (counted as valid throughout)
@@ -117,11 +125,14 @@ def count_overlaps(intervals: list[tuple[float, float]]) -> int:
 FSYNC_WINDOW_S = 2.5  # Redis postpones an everysec AOF write for up to 2 s; plus the ledger's own lag
 
 
-def check(ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec: bool = False) -> Report:
+def check(
+    ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec: bool = False, mirror_db: Path | None = None
+) -> Report:
     accepted = ledger.accepted()
     report = judge(
-        accepted, ledger.executions(), ledger.faults(), load_jobs(r, [a.job_id for a in accepted]), everysec=everysec
-    )
+        accepted, ledger.executions(), ledger.faults(), load_jobs(r, [a.job_id for a in accepted]), everysec=everysec,
+        mirrored=mirrored_states(mirror_db) if mirror_db is not None else None,
+    )  # fmt: skip
     report.effects_applied, report.effect_attempts, report.duplicate_effects = ledger.effect_counts()
     report.stale_reports = stale_reports
     found = leftovers(r)
@@ -170,9 +181,15 @@ def leftovers(r: "redis.Redis") -> list[str]:
     return found
 
 
+def mirrored_states(path: Path) -> dict[str, str]:
+    """Job id -> state, as the database mirror last wrote it."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return dict(db.execute("SELECT id, state FROM jobconsole_job").fetchall())
+
+
 def judge(
     accepted_jobs: list[Accepted], executions: list[Execution], faults: list[Fault], jobs: Mapping[str, Job | None],
-    *, everysec: bool = False,
+    *, everysec: bool = False, mirrored: Mapping[str, str] | None = None,
 ) -> Report:  # fmt: skip
     """Everything but the side effects, from plain data (so the checker itself can be tested)."""
     accepted = {a.job_id: a for a in accepted_jobs}
@@ -182,16 +199,23 @@ def judge(
     report = Report(accepted=len(accepted), executions=len(executions))
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
     termed = {pid for f in faults if f.kind == "term" for pid in f.pids}
+    termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
+    # Redis and network faults: a stopping worker that cannot reach Redis cannot give its jobs back either.
+    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
     unknown = set(by_job) - set(accepted)
     if unknown:
         report.notes.append(f"{len(unknown)} executed job(s) were never accepted (enqueue outcome unknown)")
 
+    lost: list[str] = []
     for job_id, a in accepted.items():
         job = jobs.get(job_id)
         runs = by_job.get(job_id, [])
+        before = report.lost
         _judge_outcome(report, a, job, runs)
+        if report.lost > before:
+            lost.append(job_id)
         if job is None:
             continue
         held = leases(job)
@@ -200,17 +224,26 @@ def judge(
         for lease in held:
             if lease.outcome == "worker_lost" and lease.pid not in faulted:
                 report.live_worker_leases_lost += 1
-            if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome != "requeued":
-                report.shutdown_attempts_used += lease.outcome != "completed"
+            if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome not in SPARED:
+                cut_off = any(start <= lease.end and end >= termed_at[lease.pid] for start, end in outages)
+                report.shutdown_attempts_used += not cut_off
     report.recovery = recovery_times(faults, executions, matched)
-    if everysec and report.lost:
-        kills = [f.started for f in faults if f.kind == "redis_kill"]
-        for job_id, a in accepted.items():
-            if job_id in by_job or jobs.get(job_id) is not None:
-                continue  # not a job Redis forgot: it ran, or Redis still has it
-            if any(0 <= kill - a.accepted_at <= FSYNC_WINDOW_S for kill in kills):
+    kills = [f.started for f in faults if f.kind == "redis_kill"]
+    rollbacks = [f.started for f in faults if f.kind == "power_loss"]
+    for job_id in lost:
+        a, runs = accepted[job_id], by_job.get(job_id, [])
+        if jobs.get(job_id) is not None:
+            continue  # Redis still has it: stuck, not forgotten
+        if everysec and not runs and any(0 <= kill - a.accepted_at <= FSYNC_WINDOW_S for kill in kills):
+            report.lost -= 1
+            report.lost_in_fsync_window += 1
+        elif rollbacks and mirrored is not None and any(a.accepted_at <= at for at in rollbacks):
+            if mirrored.get(job_id) == "completed" and any(e.outcome == "ok" for e in runs):
                 report.lost -= 1
-                report.lost_in_fsync_window += 1
+                report.finished_in_mirror_only += 1
+            elif job_id not in mirrored:
+                report.lost -= 1
+                report.lost_in_rollback += 1
     return report
 
 

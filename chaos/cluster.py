@@ -49,6 +49,7 @@ class Cluster:
     signalled: set[int] = field(default_factory=set)  # pids the harness sent a fatal signal to
     skews: dict[int, float] = field(default_factory=dict)  # slot -> its clock's offset in seconds (libfaketime)
     urls: dict[int, str] = field(default_factory=dict)  # slot -> the Redis URL its workers use (e.g. a proxy)
+    mirrored: bool = False  # the scenario runs the database mirror (migrate() was called)
     _generation: int = 0
 
     def env(self, redis_url: str) -> dict[str, str]:
@@ -57,7 +58,9 @@ class Cluster:
             "REDIS_URL": redis_url,
             "JOBCONSOLE_TASK_MODULES": "jobconsole.examples,chaos.tasks",
             "JOBCONSOLE_VAR_DIR": str(self.workdir / "var"),
-            "JOBCONSOLE_MIRROR_IN_WORKER": "0",  # the database mirror is not under test here
+            "JOBCONSOLE_MIRROR_IN_WORKER": "0",  # a scenario that wants the mirror runs it alone (start_mirror)
+            "JOBCONSOLE_MIRROR_LOCK_TTL": "1",
+            "DATABASE_URL": f"sqlite:///{self.mirror_db}",  # what the checker reads, whatever the caller's is
             "DJANGO_SETTINGS_MODULE": "jobconsole.settings",
             "PYTHONPATH": str(PROJECT),
             "PYTHONUNBUFFERED": "1",
@@ -97,6 +100,22 @@ class Cluster:
         return self._spawn(
             f"{name}-{len(self.procs)}", self.redis.url, "runrecoverer", "--interval", str(interval), skew=skew
         )
+
+    def migrate(self) -> None:
+        """Create the database the mirror writes to (SQLite in the scenario's work directory)."""
+        self.mirrored = True
+        subprocess.run(
+            [sys.executable, str(PROJECT / "manage.py"), "migrate", "-v0"], cwd=PROJECT, env=self.env(self.redis.url),
+            check=True,
+        )  # fmt: skip
+
+    @property
+    def mirror_db(self) -> Path:
+        return self.workdir / "var" / "jobconsole.sqlite3"
+
+    def start_mirror(self) -> Proc:
+        """The database mirror on its own (`runmirror`); a short leader lock, so a replacement leads soon."""
+        return self._spawn(f"mirror-{len(self.procs)}", self.redis.url, "runmirror")
 
     def wait_started(self, procs: list[Proc], timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

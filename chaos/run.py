@@ -79,7 +79,13 @@ def run_scenario(
             server.start()
         else:
             server.proc.send_signal(18)  # SIGCONT, in case it failed while Redis was frozen
-    report = check(ledger, r, cluster.stale_reports(), everysec=scenario.appendfsync == "everysec")
+    report = check(
+        ledger,
+        r,
+        cluster.stale_reports(),
+        everysec=scenario.appendfsync == "everysec",
+        mirror_db=cluster.mirror_db if cluster.mirrored else None,
+    )
     report.notes += ctx.notes
     r.close()
     server.kill()
@@ -101,6 +107,8 @@ def print_result(res: Result) -> None:
             "lost in Redis's everysec window (not gated)",
             rep.lost_in_fsync_window if res.scenario.appendfsync == "everysec" else "-",
         ),
+        ("lost in a rollback before the mirror saw them (not gated)", rep.lost_in_rollback),
+        ("completed, then forgotten by Redis; kept by the mirror", rep.finished_in_mirror_only),
         ("dead-lettered, expected to complete", rep.unexpected_dead),
         ("overlapping valid leases", rep.overlaps),
         ("duplicate side effects", rep.duplicate_effects),

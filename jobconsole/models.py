@@ -199,6 +199,7 @@ class MirrorResync(models.Model):
     to_id = models.CharField(max_length=40, blank=True, default="")
     jobs = models.IntegerField(default=0, help_text="jobs read from Redis")
     missing = models.IntegerField(default=0, help_text="rows no longer in Redis, marked in_redis=false")
+    restored = models.IntegerField(default=0, help_text="waiting or running jobs Redis lost, enqueued again")
 
     class Meta:
         ordering = ["-at"]
@@ -216,6 +217,9 @@ class MirrorLease(models.Model):
     holder = models.CharField(max_length=200, blank=True, default="")
     acquired_at = models.DateTimeField()
     renewed_at = models.DateTimeField()
+    redis_epoch = models.BigIntegerField(
+        default=0, help_text="the Redis epoch counter as last read by a batch this database committed"
+    )
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder}"

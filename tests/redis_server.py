@@ -56,6 +56,15 @@ class RedisServer:
             self.proc.wait()
             self.proc = None
 
+    def copy_aof(self, to: Path) -> None:
+        """Copy the AOF as it is on disk now (a backup, or the disk state a power loss may leave)."""
+        shutil.copytree(self.dir / "appendonlydir", to)
+
+    def restore_aof(self, copy: Path) -> None:
+        """Replace the AOF with an earlier copy (the server must be down); it loads that state on start."""
+        shutil.rmtree(self.dir / "appendonlydir")
+        shutil.copytree(copy, self.dir / "appendonlydir")
+
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()

@@ -50,14 +50,14 @@ def test_quick_scenario(name: str, quick_results: dict[str, Result | BaseExcepti
 # --- the checker on made-up data ---------------------------------------------------------------------
 
 
-def job(job_id: str, state: str, *attempts: tuple[str, int, int, float, float, str]) -> Job:
+def job(job_id: str, state: str, *attempts: tuple[str, int, int, float, float, str], task: str = "chaos.work") -> Job:
     """A job as read from Redis; attempts are (worker, attempt, pid, started, ended, outcome) in seconds."""
     history = [
         json.dumps({"worker": w, "attempt": n, "pid": pid, "started_at": int(s * 1000), "ended_at": int(e * 1000),
                     "outcome": outcome})
         for w, n, pid, s, e, outcome in attempts
     ]  # fmt: skip
-    return Job.from_hash({"id": job_id, "task": "chaos.work", "state": state, "attempts": str(len(attempts))}, history)
+    return Job.from_hash({"id": job_id, "task": task, "state": state, "attempts": str(len(attempts))}, history)
 
 
 def run(job_id: str, worker: str, attempt: int, pid: int, started: float, ended: float | None) -> Execution:
@@ -115,6 +115,38 @@ def test_checker_sets_apart_jobs_redis_forgot_in_its_everysec_window() -> None:
     assert (everysec.lost, everysec.lost_in_fsync_window) == (2, 1)
     always = judge(acc, [], kill, jobs)
     assert (always.lost, always.lost_in_fsync_window) == (3, 0)
+
+
+def test_checker_sets_apart_what_a_rollback_took_before_the_mirror_saw_it() -> None:
+    # Redis was rolled back at 200 s. 'unseen' was accepted at 199 s and never reached the database: no
+    # reconciler could know it. 'done' ran and completed; Redis forgot it, the database kept it. 'known' was
+    # in the database as queued: the reconciler should have put it back, so its loss counts.
+    jobs = {"unseen": None, "done": None, "known": None, "later": None}
+    acc = [
+        Accepted(i, "chaos.work", "completed", 0.0, at)
+        for i, at in [("unseen", 199.0), ("done", 198.0), ("known", 150.0), ("later", 201.0)]
+    ]
+    rollback = [Fault("power_loss", frozenset({7}), 200.0, 200.5)]
+    mirrored = {"done": "completed", "known": "queued"}
+    report = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs, mirrored=mirrored)
+    assert (report.lost_in_rollback, report.finished_in_mirror_only, report.lost) == (1, 1, 2)  # known, later
+    without_mirror = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs)
+    assert (without_mirror.lost_in_rollback, without_mirror.lost) == (0, 4)
+
+
+def test_checker_charges_a_graceful_shutdown_only_when_redis_was_reachable() -> None:
+    # Worker pid 1 got SIGTERM at 100 s; its on_shutdown=requeue job's lease still expired (worker_lost).
+    def requeue_job() -> Job:
+        attempts = [("w1", 1, 1, 99, 102, "worker_lost"), ("w2", 2, 2, 102.5, 103, "completed")]
+        return job("a", "completed", *attempts, task="chaos.requeue")
+
+    acc = [Accepted("a", "chaos.requeue", "completed", 0.0)]
+    runs = [run("a", "w1", 1, 1, 99.1, None), run("a", "w2", 2, 2, 102.6, 102.9)]
+    term = Fault("term", frozenset({1}), 100.0, 100.0)
+    alone = judge(acc, runs, [term], {"a": requeue_job()})
+    assert alone.shutdown_attempts_used == 1  # nothing kept it from giving the job back
+    cut = Fault("blackhole", frozenset(), 99.5, 102.5)
+    assert judge(acc, runs, [term, cut], {"a": requeue_job()}).shutdown_attempts_used == 0
 
 
 def test_checker_counts_an_execution_that_no_lease_explains() -> None:

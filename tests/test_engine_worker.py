@@ -20,6 +20,7 @@ from jobconsole.core import (
     Worker,
     scripts,
 )
+from jobconsole.core.errors import LeaseLost
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
 from jobconsole.core.worker import LEASED_FIELDS
@@ -145,6 +146,27 @@ def test_only_listed_exceptions_retry(r: "redis.Redis", client: Client, registry
     assert client.get(retried).attempts == 2  # per-job max_retries overrides the task's 5
     assert client.get(not_retried).attempts == 1 and client.get(not_retried).state is JobState.DEAD
     assert client.get(permanent).attempts == 1 and client.get(permanent).state is JobState.DEAD
+
+
+def test_a_task_stopped_by_lease_lost_is_retried_even_when_its_policy_would_not(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    """context.heartbeat() raises LeaseLost when Redis was unreachable for longer than the lease. If the lease is in
+    fact still this worker's, the job must go back for another attempt: it was stopped for safety, not broken,
+    so neither retry_on nor the exception's class may dead-letter it."""
+
+    @registry.task(name="t.unlucky", queue="q", max_retries=3, retry_delay=0.05, retry_on=[Boom])
+    def unlucky(context: JobContext) -> int:
+        if context.attempt == 1:
+            raise LeaseLost(f"job {context.job_id}: Redis unreachable for longer than the lease")
+        return context.attempt
+
+    job_id = client.enqueue("t.unlucky").id
+    run_burst(r, registry, ["q"], burst_horizon=2)
+    job = client.get(job_id)
+    assert job.state is JobState.COMPLETED and job.result == 2
+    assert [a.outcome for a in job.history] == ["failed", "completed"]
+    assert job.history[0].error_class.endswith("LeaseLost")
 
 
 def test_retry_with_explicit_delay(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:

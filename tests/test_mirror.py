@@ -8,6 +8,7 @@ import pytest
 
 from jobconsole.core import keys
 from jobconsole.core.editing import edit_job
+from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance, Retention
 from jobconsole.mirror.loop import GROUP, LostLeadership, Mirror, SimulatedCrash
@@ -204,14 +205,46 @@ def test_a_deposed_leader_cannot_write(client, r, engine_settings):
     assert Job.objects.filter(id=job.id).exists()
 
 
-def test_redis_losing_the_stream_resyncs(client, mirror, r):
-    job = client.enqueue("examples.echo", {"q": 1})
+def test_redis_losing_its_data_is_noticed_and_the_waiting_jobs_are_restored(client, mirror, r):
+    """Redis restarted empty (or on an older AOF): the epoch the database recorded is ahead of Redis's, every
+    queue resyncs, and the jobs the database knew as waiting go back into Redis under their own ids."""
+    done = client.enqueue("examples.echo", {"n": 1})
+    run_worker(r, ["examples.echo"])
+    waiting = client.enqueue("examples.echo", {"n": 2}, priority=-5, unique_key="only-one")
+    later = client.enqueue("examples.echo", {"n": 3}, delay=3600)
     mirror.drain()
     r.flushall()  # Redis restarted without its data
-    r.sadd(keys.QUEUES, "examples.echo")
     mirror.drain()
-    assert MirrorResync.objects.filter(reason__in=["stream-lost", "redis-rewound"]).exists()
+    rewound = MirrorResync.objects.get(reason="redis-rewound", queue="examples.echo")
+    assert rewound.restored == 2 and rewound.missing == 3
+    again = client.get(waiting.id)
+    assert again.state.value == "queued" and again.params == {"n": 2} and again.priority == -5
+    assert again.unique_key == "only-one"
+    assert client.get(later.id).state.value == "scheduled"
+    assert client.get(later.id).run_at == Job.objects.get(id=later.id).run_at
+    with pytest.raises(JobNotFound):  # finished: kept as history only
+        client.get(done.id)
+    assert Job.objects.get(id=done.id).in_redis is False
+    assert_db_matches_redis(r)
+    # Noticed once: the next reads see Redis's epoch ahead again.
+    client.enqueue("examples.echo", {"n": 4})
+    mirror.drain()
+    assert MirrorResync.objects.filter(reason="redis-rewound").count() == 1
+    run_worker(r, ["examples.echo"])
+    mirror.drain()
+    assert Job.objects.get(id=waiting.id).state == "completed"
+
+
+def test_restore_can_be_turned_off(client, r, engine_settings):
+    mirror = Mirror(r, batch=200, block_ms=20, restore=False)
+    job = client.enqueue("examples.echo", {"q": 1})
+    mirror.drain()
+    r.flushall()
+    mirror.drain()
+    assert MirrorResync.objects.filter(reason="redis-rewound").exists()
     assert Job.objects.get(id=job.id).in_redis is False
+    with pytest.raises(JobNotFound):
+        client.get(job.id)
     assert_db_matches_redis(r)
 
 

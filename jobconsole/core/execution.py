@@ -178,7 +178,10 @@ def failure(job: RunningJob, exc: BaseException) -> Outcome:
     if isinstance(exc, Retry):
         delay = exc.delay if exc.delay is not None else job.task.next_retry_delay(job.attempt)
         return Outcome(job, Kind.FAIL, runtime, status="failed", retry=True, delay_ms=int(delay * 1000), error=error)
-    retry = not isinstance(exc, (PermanentError, LeaseLost)) and job.task.retries(exc)
+    # A task stopped by LeaseLost did nothing wrong: the lease may have run out while Redis was unreachable.
+    # If another worker owns the job now, this report is refused (stale token); if not, the job is retried
+    # like one whose worker died, and never dead-lettered by the task's retry_on policy.
+    retry = isinstance(exc, LeaseLost) or (not isinstance(exc, PermanentError) and job.task.retries(exc))
     delay = job.task.next_retry_delay(job.attempt) if retry else 0.0
     return Outcome(job, Kind.FAIL, runtime, status="failed", retry=retry, delay_ms=int(delay * 1000), error=error)
 

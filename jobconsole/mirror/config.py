@@ -17,6 +17,7 @@ MIRROR_DEFAULTS: dict[str, Any] = {
     "LOCK_TTL": 10.0,  # seconds; the leader renews every LOCK_TTL / 3
     "RETENTION_EVERY": 300.0,  # seconds between database retention passes
     "RELAY_EVERY": 2.0,  # seconds between outbox relay passes
+    "RESTORE": True,  # after Redis lost data, enqueue again the jobs the database knew as waiting or running
 }
 
 # How long the database keeps rows after the job finished (seconds). Rows still present in Redis are

@@ -14,7 +14,12 @@ How it stays exact:
   MULTI as the read: if it is past the cursor, entries were trimmed before being applied (the mirror
   was down too long). It then resynchronises that queue from the Redis sets and job hashes and records
   a `MirrorResync`. (The check is conservative: it may resync when only the cursor's own entry was
-  trimmed; it never misses a gap.) A stream that went backwards (Redis lost data) also resyncs.
+  trimmed; it never misses a gap.)
+* Redis losing writes (an AOF restored from a copy, a power loss under `appendfsync everysec`, a new empty
+  server) is noticed by an epoch: every read increments a counter in Redis in the same MULTI, and every
+  batch records the value it read in the database. A value not above the recorded one means Redis forgot
+  what the database had seen: every queue resyncs ("redis-rewound"), and the jobs the database knew as
+  waiting or running that Redis lost are enqueued again under their ids (mirror/restore.py).
 * One leader at a time: an owner-token Redis lock, plus a database fence row (`MirrorLease`) that each
   batch updates only while it still holds the token. A deposed leader's late batch therefore rolls
   back instead of overwriting rows a newer leader wrote.
@@ -40,6 +45,7 @@ from jobconsole.core import intake, keys, scripts
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.states import TERMINAL_STATES, JobState
+from jobconsole.mirror.restore import restore_lost_jobs
 from jobconsole.mirror.rows import (
     ATTEMPT_FIELDS,
     JOB_FIELDS,
@@ -134,8 +140,10 @@ class Mirror:
         name: str | None = None,
         periodic: Sequence[tuple[float, Callable[[], Any]]] = (),
         events_maxlen: int = intake.DEFAULT_EVENTS_MAXLEN,
+        restore: bool = True,
     ) -> None:
         self.redis = connection_
+        self.restore = restore  # enqueue again the waiting/running jobs Redis lost (see restore.py)
         self.events_maxlen = events_maxlen  # for the 'enqueued' events of the intake jobs it drains
         self.batch = batch
         self.block_ms = block_ms
@@ -158,6 +166,8 @@ class Mirror:
         self._read_pending = True
         self._last_generated: dict[str, str] = {}
         self._final: OrderedDict[str, None] = OrderedDict()
+        self.epoch = 0  # the Redis epoch the database last recorded (see the module docstring)
+        self._read_epoch = 0  # the value the latest read got from Redis
 
     # --- leadership -------------------------------------------------------------------------------
 
@@ -181,6 +191,7 @@ class Mirror:
                     defaults={"token": self.token, "holder": self.name, "acquired_at": stamp, "renewed_at": stamp},
                 )
             self.cursors = {q: parse_id(i) for q, i in MirrorCursor.objects.values_list("queue", "last_id")}
+            self.epoch = MirrorLease.objects.get(name=LEASE).redis_epoch
             self.queues = []
             self._discovered = 0.0
             self._read_pending = True
@@ -199,7 +210,11 @@ class Mirror:
         self.leader = False
 
     def _fence(self) -> None:
-        updated = MirrorLease.objects.filter(name=LEASE, token=self.token).update(renewed_at=datetime.now(UTC))
+        """Renew the database fence in the current transaction (and record the latest Redis epoch read)."""
+        fields: dict[str, Any] = {"renewed_at": datetime.now(UTC)}
+        if self._read_epoch > self.epoch:
+            fields["redis_epoch"] = self.epoch = self._read_epoch
+        updated = MirrorLease.objects.filter(name=LEASE, token=self.token).update(**fields)
         if updated != 1:
             self.leader = False
             raise LostLeadership(f"mirror {self.name}: another mirror took the database fence")
@@ -316,11 +331,18 @@ class Mirror:
     def _step(self, *, pending: bool) -> int:
         streams = {queue_keys(q).events: q for q in self.queues}
         pipe = self.redis.pipeline(transaction=True)  # the gap check sees the stream as the read did
+        pipe.incr(keys.REDIS_EPOCH)
         for stream in streams:
             pipe.xinfo_stream(stream)
         pipe.xreadgroup(GROUP, CONSUMER, dict.fromkeys(streams, "0" if pending else ">"), count=self.batch)
         replies = pipe.execute(raise_on_error=False)
-        infos, read = replies[:-1], replies[-1]
+        epoch, infos, read = replies[0], replies[1:-1], replies[-1]
+        if isinstance(epoch, Exception):
+            raise epoch
+        if int(epoch) <= self.epoch:
+            self._rewound(int(epoch))
+            return 0
+        self._read_epoch = int(epoch)
         broken = [q for q, info in zip(streams.values(), infos, strict=True) if isinstance(info, Exception)]
         if broken or isinstance(read, Exception):
             # The stream or its group is gone (Redis restarted without it, or someone deleted it).
@@ -357,6 +379,15 @@ class Mirror:
         if not events:
             return sum(len(ids) for ids in trimmed.values())
         return self.apply(events)
+
+    def _rewound(self, epoch: int) -> None:
+        """Redis forgot writes the database had seen: resync every queue and put back the jobs it lost."""
+        log.warning("mirror: redis epoch %d is not past the recorded %d: redis lost data; resyncing", epoch, self.epoch)
+        self._read_epoch = self.epoch + 1
+        self.redis.set(keys.REDIS_EPOCH, self._read_epoch)  # only the leader writes it
+        for queue in sorted(set(self.queues) | set(self.cursors)):
+            self.resync(queue, "redis-rewound")
+        self._read_pending = True
 
     def _group_exists(self, queue: str) -> bool:
         try:
@@ -535,6 +566,8 @@ class Mirror:
         Rows for jobs Redis no longer holds are kept as history with in_redis=false, except waiting ones
         after a gap: only an operator's delete removes a waiting job, so those rows are deleted too."""
         k = queue_keys(queue)
+        # The snapshot is as new as this epoch: the database records it with the rows (see _fence).
+        self._read_epoch = max(self._read_epoch, int(self.redis.incr(keys.REDIS_EPOCH)))
         intake.drain(self.redis, queue, self.events_maxlen)  # jobs accepted but not yet made into hashes are in no set
         try:
             info = self.redis.xinfo_stream(k.events)
@@ -561,6 +594,12 @@ class Mirror:
             present |= self._resync_chunk(queue, ids[start : start + RESYNC_CHUNK])
         known = set(Job.objects.filter(queue=queue, in_redis=True).values_list("id", "state"))
         missing = [(i, s) for i, s in known if i not in present]
+        # Read before the rows are marked: what Redis lost is put back once the group is recreated below.
+        lost_rows = (
+            list(Job.objects.filter(id__in=[i for i, _ in missing]))
+            if reason == "redis-rewound" and self.restore and missing
+            else []
+        )
         waiting = {JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value}
         delete = [i for i, s in missing if reason == "gap" and s in waiting]
         keep = [i for i, s in missing if not (reason == "gap" and s in waiting)]
@@ -586,6 +625,9 @@ class Mirror:
         pipe.xgroup_destroy(k.events, GROUP)
         pipe.xgroup_create(k.events, GROUP, id=upto, mkstream=True)
         pipe.execute(raise_on_error=False)
+        if lost_rows:
+            record.restored = restore_lost_jobs(self.redis, lost_rows)  # their events follow `upto`
+            record.save(update_fields=["restored"])
         self.cursors[queue] = parse_id(upto)
         self._last_generated[queue] = upto
         self._final.clear()  # Redis may have forgotten jobs this cache says are final
@@ -669,6 +711,7 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
         "block_ms": int(config["BLOCK_MS"]),
         "lock_ttl": float(config["LOCK_TTL"]),
         "events_maxlen": int(get_config()["EVENTS_MAXLEN"]),
+        "restore": bool(config["RESTORE"]),
         "periodic": [
             (float(config["RELAY_EVERY"]), outbox.relay),
             (float(config["RETENTION_EVERY"]), cleaning.enforce_db_retention),

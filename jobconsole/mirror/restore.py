@@ -1,0 +1,61 @@
+"""Putting back into Redis the jobs it lost: after a rollback (an AOF restored from a copy, a power loss with
+`appendfsync everysec`, a new empty server) the database still knows every job the mirror had applied.
+Jobs it knew as waiting or running are enqueued again under their own ids, with their task, parameters,
+queue, priority, retries, unique key and (for a later run_at) their schedule. Enqueue is idempotent by id,
+so a job Redis still has, or one restored twice, stays one job. Finished jobs stay history (in_redis=false).
+
+A restored job starts a new attempt count in Redis; the attempts the database recorded before the loss stay
+in its Attempt rows. A job that was running may still be running in a worker that survived the loss: its
+lease is gone from Redis, so its next heartbeat or ack is refused and the restored copy runs again
+(at-least-once, like any lease lost)."""
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import redis
+
+from jobconsole.core import Client, JobSpec
+from jobconsole.core.errors import InvalidJob
+from jobconsole.core.states import JobState
+from jobconsole.models import Job
+
+log = logging.getLogger(__name__)
+
+RESTORABLE = (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)
+
+
+def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> int:
+    """Enqueue again the waiting or running jobs among `rows` (jobs Redis no longer has); returns how many."""
+    client = Client(connection, strict=False)  # the mirror need not import every task module
+    now = datetime.now(UTC)
+    specs: list[JobSpec] = []
+    for row in rows:
+        if row.state not in RESTORABLE:
+            continue
+        try:
+            params = json.loads(row.params or "{}")
+        except ValueError:
+            log.error("cannot restore job=%s: its mirrored params are not JSON", row.id)
+            continue
+        later = row.run_at if row.run_at is not None and row.run_at > now else None
+        specs.append(
+            JobSpec(
+                task=row.task, params=params, id=row.id, queue=row.queue, priority=row.priority,
+                max_retries=row.max_retries, unique_key=row.unique_key or None,
+                run_at=later if row.state in (JobState.SCHEDULED, JobState.RETRYING) else None,
+            )
+        )  # fmt: skip
+    valid: list[JobSpec] = []
+    for spec in specs:
+        try:
+            client.check(spec)
+        except InvalidJob as exc:
+            log.error("cannot restore job=%s: %s", spec.id, exc)
+            continue
+        valid.append(spec)
+    restored = sum(result.created for result in client.enqueue_many(valid))
+    if restored:
+        log.warning("restored %d job(s) Redis had lost, from the database", restored)
+    return restored
