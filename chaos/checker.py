@@ -225,8 +225,10 @@ def judge(
             if lease.outcome == "worker_lost" and lease.pid not in faulted:
                 report.live_worker_leases_lost += 1
             if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome not in SPARED:
-                cut_off = any(start <= lease.end and end >= termed_at[lease.pid] for start, end in outages)
-                report.shutdown_attempts_used += not cut_off
+                at = termed_at[lease.pid]
+                held_then = lease.start <= at <= lease.end  # a lease lost earlier (another fault) is not the term's
+                cut_off = any(start <= lease.end and end >= at for start, end in outages)
+                report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
     kills = [f.started for f in faults if f.kind == "redis_kill"]
     rollbacks = [f.started for f in faults if f.kind == "power_loss"]

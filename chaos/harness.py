@@ -2,6 +2,8 @@
 keeps enqueuing (and records each accepted job in the ledger), and helpers to wait for the queue to drain."""
 
 import random
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -12,7 +14,8 @@ import redis
 
 from chaos.cluster import Cluster, Proc
 from chaos.ledger import Accepted, Ledger
-from chaos.tasks import QUEUE
+from chaos.proxy import Mode, Proxy
+from chaos.tasks import LEASE_S, QUEUE
 from jobconsole.core import Client, JobSpec
 from jobconsole.core.connection import connect
 from jobconsole.core.ids import new_job_id
@@ -163,6 +166,43 @@ class Ctx:
         self.sleep(low, high)
         self.server.start()
         self.ledger.fault("redis_kill", [], started, time.time())
+
+    def freeze_redis(self, seconds: float) -> None:
+        """SIGSTOP redis-server for `seconds`, then SIGCONT: every lease may expire while it hangs."""
+        assert self.server.proc is not None
+        started = time.time()
+        self.server.proc.send_signal(signal.SIGSTOP)
+        time.sleep(seconds)
+        self.server.proc.send_signal(signal.SIGCONT)
+        self.ledger.fault("redis_stop", [], started, time.time())
+
+    def term_a_worker(self, grace: float) -> None:
+        """SIGTERM a random worker, SIGKILL it if it outlives `grace`, start its replacement."""
+        slot = self.rng.choice(sorted(self.cluster.workers))
+        victim = self.cluster.workers[slot]
+        self.cluster.signal(victim, signal.SIGTERM, "term")
+        try:
+            victim.popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.cluster.kill(victim)
+            self.notes.append(f"{victim.name} outlived its {grace:.0f}s grace and was killed")
+        self.cluster.start_worker(slot)
+
+    def stop_a_worker(self, seconds: float) -> None:
+        """SIGSTOP a random worker for `seconds`, then SIGCONT (a zombie whose leases moved on)."""
+        victim = self.cluster.workers[self.rng.choice(sorted(self.cluster.workers))]
+        fault = self.cluster.signal(victim, signal.SIGSTOP, "stop")
+        time.sleep(seconds)
+        victim.popen.send_signal(signal.SIGCONT)
+        self.ledger.fault_ended(fault, time.time())
+
+    def disturb(self, proxy: Proxy, mode: Mode) -> None:
+        """Put `mode` on a proxy for its fault's length (a cut 0.5 s, a blackhole past the lease, 2 s of delay)."""
+        started = time.time()
+        proxy.set_mode(mode)
+        time.sleep({Mode.CUT: 0.5, Mode.BLACKHOLE: 2.5 * LEASE_S, Mode.DELAY: 2.0}[mode])
+        proxy.set_mode(Mode.PASS)
+        self.ledger.fault(str(mode), [], started, time.time())
 
     def settle(self, timeout: float = 60.0, restart_dead: bool = True) -> None:
         """Faults are over: keep the workers alive until the queue drains (or give up; the checker tells)."""

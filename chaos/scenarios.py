@@ -4,9 +4,7 @@ judges the result. Sizes: (quick, full)."""
 
 import contextlib
 import itertools
-import signal
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,20 +74,11 @@ def sigterm(ctx: Ctx) -> None:
         else:
             plan.append(work(f"t{i}", 0.01))
     ctx.produce(plan, rate=ctx.size(30, 40))
-    grace = 2 * LEASE_S
     for done in itertools.count():
         if not ctx.faulting(done):
             break
         ctx.sleep(1.0, 2.5)
-        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-        victim = ctx.cluster.workers[slot]
-        ctx.cluster.signal(victim, signal.SIGTERM, "term")
-        try:
-            victim.popen.wait(grace)
-        except subprocess.TimeoutExpired:
-            ctx.cluster.kill(victim)
-            ctx.notes.append(f"{victim.name} outlived its {grace:.0f}s grace and was killed")
-        ctx.cluster.start_worker(slot)
+        ctx.term_a_worker(grace=2 * LEASE_S)
     ctx.settle()
 
 
@@ -105,11 +94,7 @@ def sigstop(ctx: Ctx) -> None:
         if not ctx.faulting(done, 1):
             break
         ctx.sleep(0.5, 1.5)
-        victim = ctx.cluster.workers[ctx.rng.choice(sorted(ctx.cluster.workers))]
-        fault = ctx.cluster.signal(victim, signal.SIGSTOP, "stop")
-        time.sleep(3 * LEASE_S)
-        victim.popen.send_signal(signal.SIGCONT)
-        ctx.ledger.fault_ended(fault, time.time())
+        ctx.stop_a_worker(3 * LEASE_S)
     ctx.settle()
 
 
@@ -140,12 +125,7 @@ def redis_freeze(ctx: Ctx) -> None:
         if not ctx.faulting(done, 1):
             break
         ctx.sleep(1.0, 3.0)
-        assert ctx.server.proc is not None
-        started = time.time()
-        ctx.server.proc.send_signal(signal.SIGSTOP)
-        time.sleep(3 * LEASE_S)
-        ctx.server.proc.send_signal(signal.SIGCONT)
-        ctx.ledger.fault("redis_stop", [], started, time.time())
+        ctx.freeze_redis(3 * LEASE_S)
     ctx.settle()
 
 
@@ -167,13 +147,8 @@ def network(ctx: Ctx) -> None:
             if not ctx.faulting(done, 3):
                 break
             ctx.sleep(0.3, 1.0)
-            proxy = ctx.rng.choice(proxies)
             mode = faults.pop(0) if faults else ctx.rng.choice([Mode.CUT, Mode.CUT, Mode.BLACKHOLE, Mode.DELAY])
-            started = time.time()
-            proxy.set_mode(mode)
-            time.sleep({Mode.CUT: 0.5, Mode.BLACKHOLE: 2.5 * LEASE_S, Mode.DELAY: 2.0}[mode])
-            proxy.set_mode(Mode.PASS)
-            ctx.ledger.fault(str(mode), [], started, time.time())
+            ctx.disturb(ctx.rng.choice(proxies), mode)
         ctx.settle()
     finally:
         for proxy in proxies:
@@ -383,38 +358,16 @@ def soak(ctx: Ctx) -> None:
             faults[fault] = faults.get(fault, 0) + 1
             if fault == "kill":
                 ctx.kill_a_worker()
-            elif fault in ("term", "stop"):
-                slot = ctx.rng.choice(sorted(ctx.cluster.workers))
-                victim = ctx.cluster.workers[slot]
-                if fault == "term":
-                    ctx.cluster.signal(victim, signal.SIGTERM, "term")
-                    try:
-                        victim.popen.wait(2 * LEASE_S)
-                    except subprocess.TimeoutExpired:
-                        ctx.cluster.kill(victim)
-                    ctx.cluster.start_worker(slot)
-                else:
-                    stop = ctx.cluster.signal(victim, signal.SIGSTOP, "stop")
-                    time.sleep(3 * LEASE_S)
-                    victim.popen.send_signal(signal.SIGCONT)
-                    ctx.ledger.fault_ended(stop, time.time())
+            elif fault == "term":
+                ctx.term_a_worker(grace=2 * LEASE_S)
+            elif fault == "stop":
+                ctx.stop_a_worker(3 * LEASE_S)
             elif fault in ("cut", "blackhole", "delay"):
-                mode = Mode(fault)
-                started = time.time()
-                proxy = ctx.rng.choice(proxies)
-                proxy.set_mode(mode)
-                time.sleep({Mode.CUT: 0.5, Mode.BLACKHOLE: 2.5 * LEASE_S, Mode.DELAY: 2.0}[mode])
-                proxy.set_mode(Mode.PASS)
-                ctx.ledger.fault(fault, [], started, time.time())
+                ctx.disturb(ctx.rng.choice(proxies), Mode(fault))
             elif fault == "redis_kill":
                 ctx.kill_redis(0.2, 1.0)
             elif fault == "redis_stop":
-                assert ctx.server.proc is not None
-                started = time.time()
-                ctx.server.proc.send_signal(signal.SIGSTOP)
-                time.sleep(2 * LEASE_S)
-                ctx.server.proc.send_signal(signal.SIGCONT)
-                ctx.ledger.fault("redis_stop", [], started, time.time())
+                ctx.freeze_redis(2 * LEASE_S)
             else:
                 ctx.cluster.kill(recoverer)
                 recoverer = ctx.cluster.start_recoverer()
