@@ -521,7 +521,7 @@ class AuditLogAdmin(ReadOnlyAdmin):
 
 @admin.register(MirrorResync)
 class MirrorResyncAdmin(ReadOnlyAdmin):
-    list_display = ["at", "queue", "reason", "jobs", "missing", "from_id", "to_id"]
+    list_display = ["at", "queue", "reason", "jobs", "missing", "restored", "from_id", "to_id"]
     list_filter = ["reason", "queue"]
 
 
