@@ -200,7 +200,7 @@ def judge(
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
     termed = {pid for f in faults if f.kind == "term" for pid in f.pids}
     termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
-    # Redis and network faults: a stopping worker that cannot reach Redis cannot give its jobs back either.
+    # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either.
     outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
@@ -227,7 +227,9 @@ def judge(
             if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome not in SPARED:
                 at = termed_at[lease.pid]
                 held_then = lease.start <= at <= lease.end  # a lease lost earlier (another fault) is not the term's
-                cut_off = any(start <= lease.end and end >= at for start, end in outages)
+                # A Redis or network fault during the lease may have ended it (the task stopped itself by
+                # LeaseLost, or the lease ran out), whenever the attempt was finally reported.
+                cut_off = any(start <= lease.end and end >= lease.start for start, end in outages)
                 report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
     kills = [f.started for f in faults if f.kind == "redis_kill"]

@@ -147,6 +147,8 @@ def test_checker_charges_a_graceful_shutdown_only_when_redis_was_reachable() -> 
     assert alone.shutdown_attempts_used == 1  # nothing kept it from giving the job back
     cut = Fault("blackhole", frozenset(), 99.5, 102.5)
     assert judge(acc, runs, [term, cut], {"a": requeue_job()}).shutdown_attempts_used == 0
+    earlier = Fault("redis_kill", frozenset(), 99.2, 99.8)  # over before the SIGTERM, but during the lease
+    assert judge(acc, runs, [term, earlier], {"a": requeue_job()}).shutdown_attempts_used == 0
     later = Fault("term", frozenset({1}), 110.0, 110.0)  # its lease was lost before, to some other fault
     assert judge(acc, runs, [later], {"a": requeue_job()}).shutdown_attempts_used == 0
 
