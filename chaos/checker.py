@@ -198,7 +198,6 @@ def judge(
         by_job[e.job_id].append(e)
     report = Report(accepted=len(accepted), executions=len(executions))
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
-    termed = {pid for f in faults if f.kind == "term" for pid in f.pids}
     termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
     # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either.
     outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
@@ -224,7 +223,7 @@ def judge(
         for lease in held:
             if lease.outcome == "worker_lost" and lease.pid not in faulted:
                 report.live_worker_leases_lost += 1
-            if job.task == "chaos.requeue" and lease.pid in termed - killed and lease.outcome not in SPARED:
+            if job.task == "chaos.requeue" and lease.pid in termed_at.keys() - killed and lease.outcome not in SPARED:
                 at = termed_at[lease.pid]
                 held_then = lease.start <= at <= lease.end  # a lease lost earlier (another fault) is not the term's
                 # A Redis or network fault during the lease may have ended it (the task stopped itself by

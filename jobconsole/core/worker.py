@@ -284,12 +284,7 @@ class Worker:
         # Fully idle: a task thread blocks instead of this one, and runs a job handed to us itself; waking
         # this thread first and then a task thread would put a second wake-up before the task starts.
         self._threads.call(partial(self._idle_wait_in_thread, timeout))
-        while True:
-            try:
-                error = self._idle_done.get(timeout=1.0)
-                break
-            except stdqueue.Empty:
-                continue  # the pop is bounded by its timeout and the socket timeout; keep waiting for it
+        error = self._idle_done.get()  # bounded by the pop's timeout and the socket timeout
         if error is not None:
             raise error
 

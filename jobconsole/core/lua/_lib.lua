@@ -92,14 +92,19 @@ local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', '
                       'ready_at', 'enqueued_at'}
 -- `hset`, when given, is an HSET of the job's other fields still to be written (a new job): its fields go
 -- in the same command, the lease's last so that they win (HSET sets repeated fields in order).
+local function lease_values(attempt, token, worker, host, pid, now)
+  return 'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker, 'host', host, 'pid', pid,
+         'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
+end
 local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset)
   local attempt = (tonumber(h.attempts) or 0) + 1
-  local write = hset or {'HSET', job_key}
-  local n = #write
-  local fields = {'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker, 'host', host,
-                  'pid', pid, 'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0}
-  for f = 1, #fields do write[n + f] = fields[f] end
-  redis.call(unpack(write))
+  if hset then
+    local values, n = {lease_values(attempt, token, worker, host, pid, now)}, #hset
+    for f = 1, #values do hset[n + f] = values[f] end
+    redis.call(unpack(hset))
+  else  -- a claim: no table built per job
+    redis.call('HSET', job_key, lease_values(attempt, token, worker, host, pid, now))
+  end
   redis.call('ZADD', active_key, now + tonumber(h.lease_ms or 30000), job_id)
   emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
   return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
