@@ -294,7 +294,7 @@ TABLE_COLUMNS = [
     ("p95 ms", "latency", 1, "p95_ms", 2),
     ("p99 ms", "latency", 1, "p99_ms", 2),
     ("cmds/job", "throughput", 1, "redis_cmds_per_job", 1),
-    ("cpu ms/job", "throughput", 1, "worker_cpu_ms_per_job", 2),
+    ("cpu ms/job", "throughput", 1, "steady_worker_cpu_ms_per_job", 3),
 ]
 
 
@@ -344,19 +344,28 @@ def ratios(results: list[dict[str, Any]], peers: list[str], ours: str = "jobcons
 
 
 def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
-    """Two worker processes against one, with the CPU the one-worker run already kept busy: on a machine
-    with few cores a system that saturates them with one worker cannot scale linearly to two."""
+    """Two worker processes against one, beside the cores each run kept busy (workers + Redis, measured over
+    the same steady-state window as the rate). Jobs per busy core-second that hold from 1 to 2 workers mean
+    no contention between the processes: throughput then grows with the CPU the workers get, and a system
+    whose one worker already keeps more than one core busy cannot double on a machine with few cores."""
     cores = os.cpu_count() or 1
-    lines = [f"scaling from 1 to 2 worker processes ({cores} cores; busy = cores kept busy at 1w by workers + Redis):"]
+    lines = [
+        f"scaling from 1 to 2 worker processes ({cores} cores; busy = cores kept busy by workers + Redis; "
+        "per core = jobs per busy core-second):"
+    ]
     for peer in peers:
         one, two = pick(results, peer, "throughput", 1), pick(results, peer, "throughput", 2)
-        if not (one.get("ok") and two.get("ok") and one.get("jobs_per_s")):
+        if not (one.get("ok") and two.get("ok") and one.get("jobs_per_s") and two.get("jobs_per_s")):
             continue
-        per_job_ms = (one.get("worker_cpu_ms_per_job") or 0) + (one.get("redis_cpu_us_per_job") or 0) / 1000
-        busy = one["jobs_per_s"] * per_job_ms / 1000
-        lines.append(
-            f"  {peer:<18} 2w/1w {two['jobs_per_s'] / one['jobs_per_s']:5.2f}x   busy at 1w {busy:4.2f} of {cores}"
-        )
+        line = f"  {peer:<18} 2w/1w {two['jobs_per_s'] / one['jobs_per_s']:5.2f}x"
+        busy1, busy2 = one.get("busy_cores"), two.get("busy_cores")
+        if busy1 and busy2:
+            per1, per2 = one["jobs_per_s"] / busy1, two["jobs_per_s"] / busy2
+            line += (
+                f"   busy {busy1:4.2f} -> {busy2:4.2f} of {cores}"
+                f"   per core {per1:7,.0f} -> {per2:7,.0f} ({per2 / per1:4.2f}x)"
+            )
+        lines.append(line)
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
@@ -418,7 +427,7 @@ def footer(peers: list[str], jobs: int, samples: int, repeat: int, duration_s: f
         f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; best of {repeat}), "
         f"{samples} latency samples, {duration_s:.0f}s total. "
         "cmds/job = Redis commands per job for enqueue + 1-worker processing, "
-        "harness bookkeeping excluded; cpu ms/job = 1-worker CPU per job incl. start-up; "
+        "harness bookkeeping excluded; cpu ms/job = 1-worker process CPU per job over the measured window; "
         "enq bulk '-' = the peer has no bulk enqueue API (reason in peers.json)."
     )
 

@@ -247,6 +247,34 @@ class CpuMeter:
     def children_s(self) -> float:
         return self._children_cpu() - self.children0
 
+    def snapshot(self, procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
+        """(Redis CPU s, worker CPU s) so far: two snapshots bracket a steady-state window."""
+        return self._redis_cpu(), process_groups_cpu({p.pid for p in procs})
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_groups_cpu(pgids: set[int]) -> float:
+    """CPU seconds of every live process in these process groups, plus the children they reaped (Linux /proc).
+
+    A worker CLI's group holds its pool processes too, and a reaped rq work horse counts in its parent's
+    cutime/cstime, so this is the whole CPU the workers have used, read while they run.
+    """
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:  # the process has just exited
+            continue
+        # After the command name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14).
+        if int(fields[2]) in pgids:
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return total / CLOCK_TICKS
+
 
 # --------------------------------------------------------------------------
 # Worker processes.
@@ -313,9 +341,13 @@ def check_alive(procs: list[subprocess.Popen[bytes]], log_stem: Path) -> None:
 
 
 def wait_for_marks(
-    client: CountingRedis, want: set[int], procs: list[subprocess.Popen[bytes]], log_stem: Path
+    client: CountingRedis,
+    want: set[int],
+    procs: list[subprocess.Popen[bytes]],
+    log_stem: Path,
+    on_mark: Callable[[int], None] | None = None,
 ) -> dict[int, float]:
-    """Block on the marks list until every wanted completion has reported.
+    """Block on the marks list until every wanted completion has reported; `on_mark(k)` runs as each arrives.
 
     Between marks the counter is polled once a second to detect a stall.
     """
@@ -326,6 +358,8 @@ def wait_for_marks(
         if item is not None:
             done, ts = item[1].split()
             got[int(done)] = float(ts)
+            if on_mark is not None:
+                on_mark(int(done))
             continue
         count = int(cast("str | None", client.get(COUNTER_KEY)) or 0)
         if count != last_count:
@@ -390,7 +424,11 @@ class Run:
                 self.log_stem,
                 self.args.pgid_file,
             )
-            marks = wait_for_marks(self.client, {warm, jobs}, procs, self.log_stem)
+            # CPU snapshots as the warm and the last mark arrive: the steady-state window's CPU.
+            at_mark: dict[int, tuple[float, float]] = {}
+            marks = wait_for_marks(
+                self.client, {warm, jobs}, procs, self.log_stem, lambda k: at_mark.setdefault(k, cpu.snapshot(procs))
+            )
             redis_cpu = cpu.redis_s()
             worker_cmds = window.stop()
         finally:
@@ -399,6 +437,8 @@ class Run:
         harness_cmds = jobs + 2  # the task's INCR per job and the two mark RPUSHes
         peer_worker_cmds = (worker_cmds - harness_cmds) / jobs
         span = marks[jobs] - marks[warm]
+        window_redis_s = at_mark[jobs][0] - at_mark[warm][0]
+        window_worker_s = at_mark[jobs][1] - at_mark[warm][1]
         return {
             "jobs_per_s": round((jobs - warm) / span, 1) if span > 0 else None,
             "measured_jobs": jobs - warm,
@@ -411,6 +451,12 @@ class Run:
             # CPU per job while processing; worker CPU includes its start-up.
             "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
             "redis_cpu_us_per_job": round(redis_cpu * 1e6 / jobs, 1),
+            # The same window as the rate (from the N/100-th completion to the N-th), without start-up: the
+            # cores the run kept busy (workers + Redis) and its CPU per job. Snapshots are taken as the marks
+            # arrive, a little after they were stamped, which the long window makes negligible.
+            "steady_worker_cpu_ms_per_job": round(window_worker_s * 1000 / (jobs - warm), 3),
+            "steady_redis_cpu_us_per_job": round(window_redis_s * 1e6 / (jobs - warm), 1),
+            "busy_cores": round((window_worker_s + window_redis_s) / span, 2) if span > 0 else None,
             "method": THROUGHPUT_METHOD,
         }
 
@@ -464,7 +510,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Benchmark one job-queue peer (one JSON line on stdout).")
     p.add_argument("--redis-url", required=True, help="a private Redis: it is FLUSHALLed")
     p.add_argument("--jobs", type=int, default=20000)
-    p.add_argument("--workers", type=int, choices=(1, 2), default=1, help="worker processes")
+    p.add_argument("--workers", type=int, choices=range(1, 9), default=1, help="worker processes")
     p.add_argument("--mode", choices=MODES, required=True)
     p.add_argument("--samples", type=int, default=200, help="latency samples")
     p.add_argument("--log-dir", default=str(DEFAULT_LOG_DIR), help="worker logs")
