@@ -9,6 +9,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "TASK_MODULES": ["jobconsole.examples"],
     "STRICT_ENQUEUE": True,
+    "CLIENT_SPIN_US": 200,
     "EVENTS_MAXLEN": 100_000,
     "WORKER_CONCURRENCY": 10,
     "SHUTDOWN_GRACE": 10.0,

@@ -28,4 +28,5 @@ def get_client() -> Client:
         strict=config["STRICT_ENQUEUE"],
         events_maxlen=config["EVENTS_MAXLEN"],
         finished_ttl=retention().completed,
+        spin_us=config["CLIENT_SPIN_US"],
     )

@@ -118,6 +118,7 @@ JOBCONSOLE = {
     "REDIS_URL": _default_redis_url(),
     "TASK_MODULES": [m for m in os.environ.get("JOBCONSOLE_TASK_MODULES", "jobconsole.examples").split(",") if m],
     "STRICT_ENQUEUE": True,
+    "CLIENT_SPIN_US": int(os.environ.get("JOBCONSOLE_CLIENT_SPIN_US", "200")),
     "EVENTS_MAXLEN": 100_000,
     "WORKER_CONCURRENCY": int(os.environ.get("WORKER_CONCURRENCY", "10")),
     "SHUTDOWN_GRACE": 10.0,

@@ -203,3 +203,14 @@ def test_generated_ids_are_valid_ulids_in_creation_order() -> None:
     later = new_job_ids(3)
     assert not set(later) & set(batch)
     assert len({new_job_id() for _ in range(1000)}) == 1000
+
+
+def test_a_negative_spin_is_refused(r: "redis.Redis") -> None:
+    with pytest.raises(ValueError, match="spin_us"):
+        Client(r, spin_us=-1)
+
+
+def test_enqueue_without_spinning_gives_the_same_result(r: "redis.Redis") -> None:
+    client = Client(r, strict=False, spin_us=0)
+    result = client.enqueue("examples.echo")
+    assert result.status == "created" and client.get(result.id) is not None

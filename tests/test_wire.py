@@ -50,3 +50,51 @@ def test_a_broken_connection_is_replaced_on_the_next_call(r: "redis.Redis") -> N
     except redis.ConnectionError:
         pass  # a client without retries sees the cut once
     assert wire.execute([["PING"]]) == ["PONG"]
+
+
+def test_a_spinning_call_reads_the_same_replies_and_survives_a_reconnect(r: "redis.Redis") -> None:
+    wire = Wire(r)
+    assert wire.execute([["SET", "k", "v"], ["GET", "k"]], spin_s=0.0002) == ["OK", "v"]
+    r.client_kill_filter(_type="normal", skipme=True)  # the spin's poll must follow the new socket
+    try:
+        wire.execute([["PING"]], spin_s=0.0002)
+    except redis.ConnectionError:
+        pass
+    assert wire.execute([["GET", "k"]], spin_s=0.0002) == ["v"]
+
+
+def test_spinning_stops_while_round_trips_take_longer_than_the_bound_and_resumes_when_they_are_short(
+    r: "redis.Redis",
+) -> None:
+    wire = Wire(r)
+    spin_s = 0.0002
+    spins: list[float] = []
+    held = wire._held()
+    real_spin = held.spin_until_readable
+    held.spin_until_readable = lambda s: (spins.append(s), real_spin(s))[1]  # type: ignore[method-assign]
+    wire.execute([["PING"]], spin_s=spin_s)
+    assert len(spins) == 1  # a fast local Redis: the call spun
+    # Round trips of 5 ms (a distant or busy Redis): the moving average passes the bound, spinning stops.
+    for _ in range(30):
+        wire.execute(
+            [
+                [
+                    "EVAL",
+                    "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+                    "if (n[1] - t[1]) * 1000000 + n[2] - t[2] > 5000 then return 1 end end",
+                    0,
+                ]
+            ],
+            spin_s=spin_s,
+        )
+    assert held.rtt_s > spin_s
+    before = len(spins)
+    wire.execute([["PING"]], spin_s=spin_s)
+    assert len(spins) == before
+    # Short round trips again: the average falls under the bound and the calls spin again.
+    for _ in range(60):
+        wire.execute([["PING"]], spin_s=spin_s)
+    assert held.rtt_s <= spin_s
+    assert len(spins) > before
+    wire.execute([["PING"]])  # a caller that does not ask to spin never does
+    assert held.rtt_s <= spin_s

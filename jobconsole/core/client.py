@@ -23,6 +23,7 @@ MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
 SCRIPT_BATCH = 250  # jobs per enqueue script call
 MAX_DELAY_SECONDS = 5 * 365 * 86400  # run_at/delay further out than this is almost surely a mistake
+DEFAULT_SPIN_US = 200  # an enqueue spins this long at most for its reply instead of sleeping (core/wire.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,8 +116,12 @@ class Client:
         strict: bool = True,
         events_maxlen: int = 100_000,
         finished_ttl: float = 86_400.0,
+        spin_us: int = DEFAULT_SPIN_US,
     ) -> None:
         require_decoded(connection)
+        if spin_us < 0:
+            raise ValueError("spin_us must be 0 (never spin) or more")
+        self.spin_s = spin_us / 1e6  # an enqueue's wait for its reply (core/wire.py)
         self.redis = connection
         self.registry = registry if registry is not None else default_registry
         self.strict = strict  # refuse task names this process has not registered
@@ -135,7 +140,9 @@ class Client:
         if p.queue not in self._known_queues:
             self._register_queues({p.queue})
         script_keys, head = self._script_head(p.queue)
-        reply = scripts.run(self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args])
+        reply = scripts.run(
+            self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args], spin_s=self.spin_s
+        )
         job_id, status, state = reply[0]
         return EnqueueResult(id=job_id, queue=p.queue, state=JobState(state), status=status)
 

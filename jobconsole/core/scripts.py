@@ -48,20 +48,21 @@ def load_all(client: "redis.Redis") -> None:
     pipe.execute()
 
 
-def run(client: "redis.Redis", name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-    """Run one script (one round trip unless Redis forgot the script). Raises what the script raises."""
-    reply = run_many(client, [(name, keys, args)])[0]
+def run(client: "redis.Redis", name: str, keys: Sequence[str], args: Sequence[Arg], *, spin_s: float = 0.0) -> Any:
+    """Run one script (one round trip unless Redis forgot the script). Raises what the script raises.
+    `spin_s`: wait for the reply spinning, at most that long (wire.py)."""
+    reply = run_many(client, [(name, keys, args)], spin_s=spin_s)[0]
     if isinstance(reply, Exception):
         raise reply
     return reply
 
 
-def run_many(client: "redis.Redis", calls: Sequence[Call]) -> list[Any]:
+def run_many(client: "redis.Redis", calls: Sequence[Call], *, spin_s: float = 0.0) -> list[Any]:
     """Run many script calls in one pipelined round trip; results in order, errors as exception values."""
     if not calls:
         return []
     wire = _wire(client)
-    results = wire.execute([_evalsha(name, keys, args) for name, keys, args in calls])
+    results = wire.execute([_evalsha(name, keys, args) for name, keys, args in calls], spin_s)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
         # Redis forgot the scripts (restarted or flushed). A NOSCRIPT call did nothing, so repeating it
