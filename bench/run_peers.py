@@ -237,11 +237,12 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run_step(
     name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
 ) -> dict[str, Any]:
-    """One measurement of one peer (best of `repeat` for throughput)."""
+    """One measurement of one peer (best of `repeat` for the rates; latency is one run of all its samples)."""
     n, times = jobs, 1
+    if mode != "latency":
+        times = repeat  # the machine is shared: keep the least disturbed run (a bulk run lasts under a second)
     if mode == "throughput":
         n = min(jobs, spec.max_throughput_jobs or jobs)
-        times = repeat  # the machine is shared: keep the least disturbed run
     runs = []
     for _ in range(times):
         t0 = time.monotonic()
@@ -389,7 +390,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--jobs", type=int, help=f"jobs per enqueue/throughput run (default {FULL_JOBS})")
     p.add_argument("--samples", type=int, help=f"latency samples (default {FULL_SAMPLES})")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS} jobs and {QUICK_SAMPLES} latency samples")
-    p.add_argument("--repeat", type=int, default=1, help="throughput runs per setting; the best is kept")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each rate (enqueue, throughput); the best is kept")
     p.add_argument("--redis-url", help="use this Redis instead of a private one (it gets FLUSHALLed!)")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
