@@ -27,6 +27,7 @@ from jobconsole.core import Client, JobSpec, task  # noqa: E402
 from jobconsole.core.connection import connect  # noqa: E402
 
 CONCURRENCY = int(os.environ.get("JOBCONSOLE_BENCH_CONCURRENCY", "10"))
+SPIN_US = int(os.environ.get("JOBCONSOLE_CLIENT_SPIN_US", "200"))  # as the Django setting reads it
 WITH_MIRROR = os.environ.get("JOBCONSOLE_BENCH_MIRROR") == "1"
 
 # What the worker processes inherit (worker_env copies os.environ).
@@ -51,7 +52,7 @@ _client: Client | None = None
 def client() -> Client:
     global _client
     if _client is None:
-        _client = Client(connect(redis_url()))
+        _client = Client(connect(redis_url()), spin_us=SPIN_US)
     return _client
 
 
@@ -90,6 +91,7 @@ def config(workers: int) -> dict[str, Any]:
         "log_level": "WARNING",
         "reliability": "leases+heartbeats, attempt history, stats, event stream all on",
         "mirror": "database mirror running in the workers (SQLite)" if WITH_MIRROR else "event stream only",
+        "client_spin_us": SPIN_US,
     }
 
 
