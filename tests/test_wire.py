@@ -6,7 +6,7 @@ import time
 
 import redis
 
-from jobconsole.core.wire import Wire
+from jobconsole.core.wire import EXPLORE_EVERY, Wire
 
 
 def test_replies_come_back_in_order_with_errors_in_place(r: "redis.Redis") -> None:
@@ -64,7 +64,7 @@ def test_a_spinning_call_reads_the_same_replies_and_survives_a_reconnect(r: "red
     assert wire.execute([["GET", "k"]], spin_s=0.0002) == ["v"]
 
 
-def test_spinning_stops_while_round_trips_take_longer_than_the_bound_and_resumes_when_they_are_short(
+def test_a_burst_waits_the_way_that_has_been_faster_and_a_distant_redis_is_never_spun_for(
     r: "redis.Redis",
 ) -> None:
     wire = Wire(r)
@@ -75,32 +75,31 @@ def test_spinning_stops_while_round_trips_take_longer_than_the_bound_and_resumes
     held.spin_until_readable = lambda s: (spins.append(s), real_spin(s))[1]  # type: ignore[method-assign]
     wire.execute([["PING"]], spin_s=spin_s)
     assert spins == []  # the first call of a burst does not spin: after a pause the reply is slow anyway
-    wire.execute([["PING"]], spin_s=spin_s)
-    assert len(spins) == 1  # the next, at once: a fast local Redis, so it spun
-    # Round trips of 5 ms (a distant or busy Redis): the moving average passes the bound, spinning stops.
-    for _ in range(30):
-        wire.execute(
-            [
-                [
-                    "EVAL",
-                    "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
-                    "if (n[1] - t[1]) * 1000000 + n[2] - t[2] > 5000 then return 1 end end",
-                    0,
-                ]
-            ],
-            spin_s=spin_s,
-        )
-    assert held.rtt_s > spin_s
-    before = len(spins)
-    wire.execute([["PING"]], spin_s=spin_s)
-    assert len(spins) == before
-    # Short round trips again: the average falls under the bound and the calls spin again.
-    for _ in range(60):
+    for _ in range(EXPLORE_EVERY * 4):
         wire.execute([["PING"]], spin_s=spin_s)
-    assert held.rtt_s <= spin_s
-    assert len(spins) > before
+    assert held.rtt_spin_s > 0 and held.rtt_block_s > 0  # both ways measured (the other every 16th call)
+    # The way that has been faster is used, the other tried once every EXPLORE_EVERY calls in a burst.
+    now = held.last_done
+    for spin_faster in (True, False):
+        held.rtt_spin_s, held.rtt_block_s = (0.00003, 0.00006) if spin_faster else (0.00006, 0.00003)
+        choices = [held.choose_spin(now, spin_s) for _ in range(EXPLORE_EVERY)]
+        assert choices.count(spin_faster) == EXPLORE_EVERY - 1 and choices.count(not spin_faster) == 1
+    assert held.choose_spin(now + 0.01, spin_s) is None  # a call after a pause: neither counted nor spun
+    # Round trips of 5 ms (a distant or busy Redis): spinning could not catch the reply; it stops.
+    slow = (
+        "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+        "if (n[1] - t[1]) * 1000000 + n[2] - t[2] > 5000 then return 1 end end"
+    )
+    for _ in range(EXPLORE_EVERY * 4):
+        wire.execute([["EVAL", slow, 0]], spin_s=spin_s)
+    assert held.rtt_spin_s > spin_s
     spun = len(spins)
+    for _ in range(EXPLORE_EVERY - 1):
+        if held.burst_calls % EXPLORE_EVERY != EXPLORE_EVERY - 1:  # not the try of the other way
+            wire.execute([["EVAL", slow, 0]], spin_s=spin_s)
+    assert len(spins) == spun
+    # After a pause, or for a caller that does not ask, no spinning.
     time.sleep(0.01)
-    wire.execute([["PING"]], spin_s=spin_s)  # after a pause: no spin
-    wire.execute([["PING"]])  # a caller that does not ask to spin never does
-    assert len(spins) == spun and held.rtt_s <= spin_s
+    wire.execute([["PING"]], spin_s=spin_s)
+    wire.execute([["PING"]])
+    assert len(spins) == spun
