@@ -55,12 +55,12 @@ class Processes:
         self.tmp_path = tmp_path
         self.started: list[Proc] = []
 
-    def manage(self, redis_url: str, name: str, *args: str) -> Proc:
+    def manage(self, redis_url: str, name: str, *args: str, **env_overrides: str) -> Proc:
         log = self.tmp_path / f"{name}.log"
-        # Django's system checks open the (sqlite) database in the var dir, so it must exist. The database
-        # mirror is not under test here: keep it out of the workers (it would need a migrated database).
+        # The database mirror is not under test here: keep it out of the workers (it would need a migrated
+        # database). The var dir holds the sqlite file of commands that do use the database.
         (self.tmp_path / "var").mkdir(exist_ok=True)
-        env = manage_env(redis_url, self.tmp_path, JOBCONSOLE_MIRROR_IN_WORKER="0")
+        env = manage_env(redis_url, self.tmp_path, JOBCONSOLE_MIRROR_IN_WORKER="0", **env_overrides)
         with log.open("wb") as out:  # the child keeps its own copy of the descriptor
             popen = subprocess.Popen(
                 [PYTHON, str(PROJECT / "manage.py"), *args],
@@ -73,9 +73,9 @@ class Processes:
         self.started.append(proc)
         return proc
 
-    def worker(self, redis_url: str, queue: str, name: str, *extra: str) -> Proc:
+    def worker(self, redis_url: str, queue: str, name: str, *extra: str, **env_overrides: str) -> Proc:
         """A runworker, returned once it has registered with Redis (so it claims what is enqueued next)."""
-        proc = self.manage(redis_url, name, "runworker", "--queues", queue, "--name", name, *extra)
+        proc = self.manage(redis_url, name, "runworker", "--queues", queue, "--name", name, *extra, **env_overrides)
         wait_for(lambda: f"worker={name} started" in proc.output(), 20, f"worker {name} to start", proc)
         return proc
 
@@ -401,3 +401,16 @@ def test_job_for_an_unknown_task_is_dropped_with_a_reason_and_can_be_requeued(
     assert back.state is JobState.QUEUED
     assert history(back) == [(1, "dropped", worker.pid)]  # history kept
     assert job_id in loose.job_ids("tests.record", JobState.QUEUED)
+
+
+def test_a_worker_starts_and_works_while_the_database_cannot_be_opened(
+    r: "redis.Redis", redis_url: str, procs: Processes, tmp_path: Path
+) -> None:
+    """Redis is a worker's only store: a locked or unreachable database (Django's system checks open it)
+    must not keep it from starting. A chaos run once lost a worker restart to 'database is locked'."""
+    client = Client(r)
+    ledger = tmp_path / "ledger"
+    unreachable = f"sqlite:///{tmp_path / 'no-such-dir' / 'db.sqlite3'}"
+    worker = procs.worker(redis_url, "tests.record", "dbless", DATABASE_URL=unreachable)
+    job_id = client.enqueue("tests.record", {"ledger": str(ledger), "seconds": 0}).id
+    wait_for(lambda: in_state(client, job_id, JobState.COMPLETED), 20, "the job to complete", worker)

@@ -13,6 +13,9 @@ from jobconsole.management.stopping import stop_on_signals
 
 class Command(BaseCommand):
     help = "Recover jobs whose worker died, promote due jobs, enforce retention (leader-locked)."
+    # Redis is all it needs: Django's system checks open the database (a JSONField check), and a locked or
+    # unreachable database must not keep it from starting.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")

@@ -14,6 +14,9 @@ from jobconsole.mirror.config import mirror_config
 
 class Command(BaseCommand):
     help = "Run a worker: claims jobs from the given queues (default: every registered task's queue)."
+    # Redis is all it needs: Django's system checks open the database (a JSONField check), and a locked or
+    # unreachable database must not keep it from starting.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--queues", default="", help="comma-separated queues, claimed in this order")
