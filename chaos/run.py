@@ -73,12 +73,17 @@ def run_scenario(
     began = time.monotonic()
     try:
         scenario.run(ctx)
-    finally:
+    except BaseException:
+        # Nothing is checked after a harness failure: leave no worker or redis-server behind.
         cluster.stop_all()
-        if server.proc is None:  # a scenario that failed while Redis was down
-            server.start()
-        else:
-            server.proc.send_signal(18)  # SIGCONT, in case it failed while Redis was frozen
+        server.kill()
+        r.close()
+        raise
+    cluster.stop_all()
+    if server.proc is None:  # the scenario ended while Redis was down
+        server.start()
+    else:
+        server.proc.send_signal(18)  # SIGCONT, in case it ended while Redis was frozen
     report = check(
         ledger,
         r,
