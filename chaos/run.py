@@ -74,12 +74,11 @@ def run_scenario(
     try:
         scenario.run(ctx)
     except BaseException:
-        # Nothing is checked after a harness failure: leave no worker or redis-server behind.
-        cluster.stop_all()
-        server.kill()
+        server.kill()  # nothing is checked after a harness failure: leave no redis-server behind
         r.close()
         raise
-    cluster.stop_all()
+    finally:
+        cluster.stop_all()
     if server.proc is None:  # the scenario ended while Redis was down
         server.start()
     else:

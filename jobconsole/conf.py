@@ -5,11 +5,13 @@ from typing import Any
 
 from django.conf import settings
 
+from jobconsole.core.client import DEFAULT_SPIN_US
+
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "TASK_MODULES": ["jobconsole.examples"],
     "STRICT_ENQUEUE": True,
-    "CLIENT_SPIN_US": 200,
+    "CLIENT_SPIN_US": DEFAULT_SPIN_US,
     "EVENTS_MAXLEN": 100_000,
     "WORKER_CONCURRENCY": 10,
     "SHUTDOWN_GRACE": 10.0,

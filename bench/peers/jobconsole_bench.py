@@ -24,10 +24,11 @@ sys.path.insert(0, str(ROOT))
 from _common import Peer, in_batches, record_job, redis_url, task_client  # noqa: E402
 
 from jobconsole.core import Client, JobSpec, task  # noqa: E402
+from jobconsole.core.client import DEFAULT_SPIN_US  # noqa: E402
 from jobconsole.core.connection import connect  # noqa: E402
 
 CONCURRENCY = int(os.environ.get("JOBCONSOLE_BENCH_CONCURRENCY", "10"))
-SPIN_US = int(os.environ.get("JOBCONSOLE_CLIENT_SPIN_US", "200"))  # as the Django setting reads it
+SPIN_US = int(os.environ.get("JOBCONSOLE_CLIENT_SPIN_US", DEFAULT_SPIN_US))  # as the Django setting reads it
 WITH_MIRROR = os.environ.get("JOBCONSOLE_BENCH_MIRROR") == "1"
 
 # What the worker processes inherit (worker_env copies os.environ).
