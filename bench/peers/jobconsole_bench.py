@@ -37,7 +37,7 @@ os.environ.update(
     JOBCONSOLE_TASK_MODULES="jobconsole_bench",
     JOBCONSOLE_VAR_DIR=str(ROOT / "var" / "bench" / "jobconsole"),
     JOBCONSOLE_MIRROR_IN_WORKER="1" if WITH_MIRROR else "0",
-    LOG_LEVEL="WARNING",
+    LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
     DJANGO_SETTINGS_MODULE="jobconsole.settings",
 )
 

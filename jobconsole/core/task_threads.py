@@ -1,6 +1,9 @@
 """The threads that run sync tasks: each takes the next claimed job from one shared queue and puts its
 Outcome on the worker's results queue. Two C-implemented queues and no futures, locks or callbacks per
-job: on a small VM every extra wake-up and lock costs as much as running a no-op task."""
+job: on a small VM every extra wake-up and lock costs as much as running a no-op task.
+
+Only the first `active` threads take jobs; the others wait at a gate (see core/thread_pacing.py): while
+tasks are short, ten threads woken in turn by every job only fight over the GIL."""
 
 import queue
 import threading
@@ -13,9 +16,37 @@ class TaskThreads:
     def __init__(self, count: int, results: "queue.SimpleQueue[Outcome]", name: str = "jc-task") -> None:
         self._jobs: queue.SimpleQueue[RunningJob | Callable[[], None] | None] = queue.SimpleQueue()
         self._results = results
-        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(count)]
+        self._active = count
+        self._stopping = False
+        self._gate = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"{name}-{i}", daemon=True) for i in range(count)
+        ]
         for t in self._threads:
             t.start()
+
+    @property
+    def count(self) -> int:
+        return len(self._threads)
+
+    @property
+    def active(self) -> int:
+        """Threads that take jobs now (a thread past the gate finishes the job it holds first)."""
+        return self._active
+
+    def backlog(self) -> int:
+        """Jobs (and chores) waiting for a thread."""
+        return self._jobs.qsize()
+
+    def set_active(self, active: int) -> None:
+        active = max(1, min(active, len(self._threads)))
+        if active == self._active:
+            return
+        with self._gate:
+            grow = active > self._active
+            self._active = active
+            if grow:
+                self._gate.notify_all()
 
     def submit(self, job: RunningJob) -> None:
         self._jobs.put(job)
@@ -27,12 +58,22 @@ class TaskThreads:
     def stop(self) -> None:
         """Let each thread exit after the jobs already queued (run_sync releases those not yet begun
         once shutdown marks them)."""
+        with self._gate:
+            self._stopping = True
+            self._gate.notify_all()
         for _ in self._threads:
             self._jobs.put(None)
 
-    def _run(self) -> None:
-        jobs, results = self._jobs, self._results
-        while (item := jobs.get()) is not None:
+    def _run(self, index: int) -> None:
+        jobs, results, gate = self._jobs, self._results, self._gate
+        while True:
+            if index >= self._active and not self._stopping:
+                with gate:
+                    while index >= self._active and not self._stopping:
+                        gate.wait()
+            item = jobs.get()
+            if item is None:
+                return
             if isinstance(item, RunningJob):
                 results.put(run_sync(item))  # run_sync never raises
             else:

@@ -29,6 +29,7 @@ from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
+from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Worker:
         self._stopping_since: float | None = None
         self._threads_stop = threading.Event()
         self._threads = TaskThreads(concurrency, self._results)
+        self._pacer = ThreadPacer(concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._orphans_possible = False  # a claim may have run without its reply reaching us
         self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
@@ -189,6 +191,7 @@ class Worker:
         while True:
             try:
                 self._collect()
+                self._pace()
                 if self._stop_signals:
                     self._exchange(0)
                     if self._shutdown_step():
@@ -266,9 +269,21 @@ class Worker:
     def _due_soon(self) -> bool:
         return self._next_due_ms >= 0 and self._next_due_ms - self._redis_now_ms <= self.burst_horizon_ms
 
+    def _pace(self) -> None:
+        """Let as many task threads take jobs as keep the process busy (core/thread_pacing.py)."""
+        now = time.monotonic()
+        backlog = self._threads.backlog()
+        pacer = self._pacer
+        if pacer.starved(now, backlog) or pacer.look(
+            now, backlog=backlog, short_tasks=self._avg_runtime_ms < PREFETCH_BELOW_MS
+        ):
+            self._threads.set_active(pacer.active)
+            log.debug("worker=%s task threads taking jobs: %d of %d", self.id, pacer.active, self.concurrency)
+
     def _idle_wait(self, free: int) -> None:
         if free <= 0:
-            self._wait_for_results(0.5)
+            # Every slot is taken; while some threads wait at the gate, look again soon for starvation.
+            self._wait_for_results(0.5 if self._threads.active >= self.concurrency else STARVED_AFTER_S)
             return
         if self.running:
             # Results may arrive meanwhile; they are collected after this short block.
@@ -314,14 +329,19 @@ class Worker:
         try:
             self._pending.append(self._results.get(timeout=timeout))
         except stdqueue.Empty:
-            pass
+            return
+        self._pacer.outcome_seen(time.monotonic())
 
     def _collect(self) -> None:
+        collected = False
         while True:
             try:
                 self._pending.append(self._results.get_nowait())
+                collected = True
             except stdqueue.Empty:
-                return
+                break
+        if collected:
+            self._pacer.outcome_seen(time.monotonic())
 
     def _claim_call(self, k: QueueKeys, count: int) -> scripts.Call:
         return (
@@ -647,7 +667,7 @@ class Worker:
         pipe = self.redis.pipeline(transaction=True)
         info: dict[Any, Any] = {
             "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
-            "concurrency": self.concurrency, "started_at": self.started_at_ms,
+            "concurrency": self.concurrency, "active_threads": self._threads.active, "started_at": self.started_at_ms,
             "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": self.processed, "failed": self.failed,
         }  # fmt: skip
@@ -681,6 +701,9 @@ class Worker:
         now = time.monotonic()
         if self._stopping_since is None:
             self._stopping_since = now
+            # Every thread, so that prefetched jobs behind slow tasks are given back at once.
+            self._pacer.open_all()
+            self._threads.set_active(self.concurrency)
             self._register()
             for job in list(self.running.values()):
                 with job.lock:

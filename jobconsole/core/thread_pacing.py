@@ -1,0 +1,66 @@
+"""How many of a worker's task threads take jobs: the fewest that keep the process busy.
+
+Sync tasks share one GIL. While tasks are short, every thread the dispatcher wakes runs a few microseconds
+of Python and then waits for the GIL: with the default ten threads a no-op job cost this VM 0.21 ms of
+worker CPU (most of it futex waits and context switches), with three 0.14 ms, and one process did a third
+more jobs. The right number depends on how much of a task is waiting (I/O) and how much is Python, so it
+is measured, not configured: every PACE_EVERY_S the pacer looks at the share of a core the process used.
+
+- Near a whole core (the GIL is the limit): one thread fewer; the others lose nothing by it.
+- Well under a core while jobs wait for a thread: twice as many threads; the tasks wait on I/O and more
+  of them can wait at once (growing fast: a waiting job costs more than a spare thread).
+- Jobs waiting and no task finished for STARVED_AFTER_S: one thread more at once (slow tasks hold every
+  active thread; the jobs behind them must not wait for the next look).
+- Tasks that are not short (see Worker._prefetch), or a worker stopping: every thread.
+
+`concurrency` stays the upper bound: never more tasks at once than configured.
+"""
+
+import time
+from collections.abc import Callable
+
+PACE_EVERY_S = 0.1
+SHRINK_ABOVE_CPU = 0.85  # share of one core over the last look
+GROW_BELOW_CPU = 0.6
+STARVED_AFTER_S = 0.01
+MIN_ACTIVE = 3  # a slow task or two never hold every active thread; three overlap a short task's I/O
+
+
+class ThreadPacer:
+    def __init__(self, limit: int, cpu_clock: Callable[[], float] = time.process_time) -> None:
+        self.limit = limit
+        self.active = limit  # start as configured; shrink only once the process shows it is GIL-bound
+        self._cpu_clock = cpu_clock
+        self._looked_at = time.monotonic()
+        self._looked_cpu = cpu_clock()
+        self._last_outcome_at = self._looked_at
+
+    def outcome_seen(self, now: float) -> None:
+        self._last_outcome_at = now
+
+    def starved(self, now: float, backlog: int) -> bool:
+        """Jobs wait for a thread and none of the active ones finished anything lately: grow now."""
+        if backlog <= 0 or self.active >= self.limit or now - self._last_outcome_at < STARVED_AFTER_S:
+            return False
+        self.active += 1
+        self._last_outcome_at = now  # at most one more thread per STARVED_AFTER_S
+        return True
+
+    def look(self, now: float, *, backlog: int, short_tasks: bool) -> bool:
+        """Every PACE_EVERY_S: adjust `active`. True when it changed."""
+        if now - self._looked_at < PACE_EVERY_S:
+            return False
+        cpu_now = self._cpu_clock()
+        cpu_share = (cpu_now - self._looked_cpu) / (now - self._looked_at)
+        self._looked_at, self._looked_cpu = now, cpu_now
+        before = self.active
+        if not short_tasks:
+            self.active = self.limit
+        elif cpu_share > SHRINK_ABOVE_CPU:
+            self.active = max(min(MIN_ACTIVE, self.limit), self.active - 1)
+        elif cpu_share < GROW_BELOW_CPU and backlog > 0:
+            self.active = min(self.limit, self.active * 2)
+        return self.active != before
+
+    def open_all(self) -> None:
+        self.active = self.limit
