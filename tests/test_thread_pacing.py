@@ -7,7 +7,7 @@ import time
 import redis
 
 from jobconsole.core import Client, JobSpec, TaskRegistry
-from jobconsole.core.thread_pacing import MIN_ACTIVE, PACE_EVERY_S, STARVED_AFTER_S, ThreadPacer
+from jobconsole.core.thread_pacing import MIN_ACTIVE, PACE_EVERY_S, STARVED_AFTER_S, ThreadPacer, threads_cpu_clock
 from tests.helpers import wait_for, worker_in_thread
 
 
@@ -23,8 +23,9 @@ class FakeCpu:
 
 def look(pacer: ThreadPacer, cpu: FakeCpu, now: float, share: float, **kw: int | bool) -> float:
     """Advance one pacing interval during which the process used `share` of a core; returns the new now."""
-    now += PACE_EVERY_S
-    cpu.seconds += share * PACE_EVERY_S
+    interval = PACE_EVERY_S * 1.01  # a little over, whatever the float rounding
+    now += interval
+    cpu.seconds += share * interval
     pacer.look(now, backlog=int(kw.get("backlog", 1)), short_tasks=bool(kw.get("short_tasks", True)))
     return now
 
@@ -125,3 +126,54 @@ def test_a_worker_paces_down_under_cpu_bound_short_tasks_and_opens_up_for_slow_o
         client.enqueue_many([JobSpec(task="t.sleepy", priority="high")] * 10)
         wait_for(lambda: sleepers["most"] == 10, timeout=15)
         assert worker._threads.active == 10
+
+
+def burn_cpu(until: threading.Event) -> None:
+    while not until.is_set():
+        sum(range(1000))
+
+
+def test_the_pipeline_clock_counts_only_the_threads_it_is_given() -> None:
+    stop = threading.Event()
+    burner = threading.Thread(target=burn_cpu, args=(stop,))
+    sleeper = threading.Thread(target=stop.wait)
+    burner.start()
+    sleeper.start()
+    try:
+        only_sleeper = threads_cpu_clock(lambda: [sleeper.ident, None])
+        only_burner = threads_cpu_clock(lambda: [burner.ident])
+        a, b = only_sleeper(), only_burner()
+        time.sleep(0.3)
+        assert only_sleeper() - a < 0.02
+        assert only_burner() - b > 0.1
+    finally:
+        stop.set()
+        burner.join()
+        sleeper.join()
+
+
+def test_a_busy_thread_outside_the_job_pipeline_does_not_shrink_it(r: "redis.Redis") -> None:
+    """Like a mirror thread sharing the worker's process: its CPU is not the tasks' and must not cost
+    I/O-bound tasks their threads."""
+    registry = TaskRegistry()
+
+    @registry.task(name="t.io", queue="q")
+    def io() -> None:
+        time.sleep(0.005)
+
+    Client(r, registry).enqueue_many([JobSpec(task="t.io")] * 1500)
+    stop = threading.Event()
+    burner = threading.Thread(target=burn_cpu, args=(stop,))
+    burner.start()
+    try:
+        with worker_in_thread(r, registry, ["q"], concurrency=10) as worker:
+            fewest = 10
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                fewest = min(fewest, worker._threads.active)
+                time.sleep(0.01)
+            assert worker.processed > 100  # it was working all along
+        assert fewest == 10
+    finally:
+        stop.set()
+        burner.join()

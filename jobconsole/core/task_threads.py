@@ -34,6 +34,9 @@ class TaskThreads:
         """Threads that take jobs now (a thread past the gate finishes the job it holds first)."""
         return self._active
 
+    def idents(self) -> list[int | None]:
+        return [t.ident for t in self._threads]
+
     def backlog(self) -> int:
         """Jobs (and chores) waiting for a thread."""
         return self._jobs.qsize()

@@ -4,7 +4,9 @@ Sync tasks share one GIL. While tasks are short, every thread the dispatcher wak
 of Python and then waits for the GIL: with the default ten threads a no-op job cost this VM 0.21 ms of
 worker CPU (most of it futex waits and context switches), with three 0.14 ms, and one process did a third
 more jobs. The right number depends on how much of a task is waiting (I/O) and how much is Python, so it
-is measured, not configured: every PACE_EVERY_S the pacer looks at the share of a core the process used.
+is measured, not configured: every PACE_EVERY_S the pacer looks at the share of a core that the job
+pipeline's threads used (the dispatcher and the task threads, not a mirror or maintenance thread that may
+share the process: a busy mirror must not make I/O-bound tasks run on fewer threads).
 
 - Near a whole core (the GIL is the limit): one thread fewer; the others lose nothing by it.
 - Well under a core while jobs wait for a thread: twice as many threads; the tasks wait on I/O and more
@@ -17,7 +19,7 @@ is measured, not configured: every PACE_EVERY_S the pacer looks at the share of 
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 PACE_EVERY_S = 0.1
 SHRINK_ABOVE_CPU = 0.85  # share of one core over the last look
@@ -31,8 +33,12 @@ class ThreadPacer:
         self.limit = limit
         self.active = limit  # start as configured; shrink only once the process shows it is GIL-bound
         self._cpu_clock = cpu_clock
+        self.restart()
+
+    def restart(self) -> None:
+        """Measure from now (the worker calls it once its dispatcher thread is known)."""
         self._looked_at = time.monotonic()
-        self._looked_cpu = cpu_clock()
+        self._looked_cpu = self._cpu_clock()
         self._last_outcome_at = self._looked_at
 
     def outcome_seen(self, now: float) -> None:
@@ -64,3 +70,23 @@ class ThreadPacer:
 
     def open_all(self) -> None:
         self.active = self.limit
+
+
+def threads_cpu_clock(threads: Callable[[], Iterable[int | None]]) -> Callable[[], float]:
+    """A clock of the CPU seconds the given threads (by ident) have used, each read from the thread's own
+    CPU clock; the whole process's CPU time where the platform has no such clocks."""
+    if not hasattr(time, "pthread_getcpuclockid"):
+        return time.process_time
+
+    def cpu_seconds() -> float:
+        total = 0.0
+        for ident in threads():
+            if ident is None:  # not started yet
+                continue
+            try:
+                total += time.clock_gettime(time.pthread_getcpuclockid(ident))
+            except OSError:  # the thread has just ended (the worker is stopping)
+                continue
+        return total
+
+    return cpu_seconds

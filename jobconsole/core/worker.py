@@ -29,7 +29,7 @@ from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
-from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer
+from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer, threads_cpu_clock
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,8 @@ class Worker:
         self._stopping_since: float | None = None
         self._threads_stop = threading.Event()
         self._threads = TaskThreads(concurrency, self._results)
-        self._pacer = ThreadPacer(concurrency)
+        self._dispatcher_ident: int | None = None  # the thread that calls run()
+        self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._orphans_possible = False  # a claim may have run without its reply reaching us
         self._avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
@@ -134,6 +135,8 @@ class Worker:
         # CPU-bound tasks hand the GIL on only every switch interval, and the heartbeat thread needs it a few
         # times per renewal; with many busy threads the default 5 ms let renewals slip past short leases.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self._dispatcher_ident = threading.get_ident()
+        self._pacer.restart()
         self._startup()
         threads = [threading.Thread(target=self._heartbeat_loop, name="jc-heartbeat", daemon=True)]
         if self.maintenance is not None:
@@ -279,6 +282,10 @@ class Worker:
         ):
             self._threads.set_active(pacer.active)
             log.debug("worker=%s task threads taking jobs: %d of %d", self.id, pacer.active, self.concurrency)
+
+    def _pipeline_idents(self) -> list[int | None]:
+        """The threads whose CPU says whether the GIL limits the jobs: the dispatcher and the task threads."""
+        return [self._dispatcher_ident, *self._threads.idents()]
 
     def _idle_wait(self, free: int) -> None:
         if free <= 0:
