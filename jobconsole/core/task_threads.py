@@ -35,7 +35,8 @@ class TaskThreads:
         return self._active
 
     def idents(self) -> list[int | None]:
-        return [t.ident for t in self._threads]
+        """The running threads' idents (a thread that has ended has no CPU clock left to read)."""
+        return [t.ident for t in self._threads if t.is_alive()]
 
     def backlog(self) -> int:
         """Jobs (and chores) waiting for a thread."""
