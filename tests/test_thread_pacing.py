@@ -30,6 +30,16 @@ def look(pacer: ThreadPacer, cpu: FakeCpu, now: float, share: float, **kw: int |
     return now
 
 
+def paced_down(limit: int) -> tuple[ThreadPacer, FakeCpu, float]:
+    """A pacer whose process kept a whole core busy for as many looks as it takes to reach its floor."""
+    cpu = FakeCpu()
+    pacer = ThreadPacer(limit, cpu_clock=cpu)
+    now = time.monotonic()
+    for _ in range(limit):
+        now = look(pacer, cpu, now, 0.99)
+    return pacer, cpu, now
+
+
 def test_a_busy_process_shrinks_one_thread_a_look_down_to_the_floor() -> None:
     cpu = FakeCpu()
     pacer = ThreadPacer(10, cpu_clock=cpu)
@@ -43,11 +53,7 @@ def test_a_busy_process_shrinks_one_thread_a_look_down_to_the_floor() -> None:
 
 
 def test_waiting_jobs_with_cpu_to_spare_double_the_threads_up_to_the_limit() -> None:
-    cpu = FakeCpu()
-    pacer = ThreadPacer(10, cpu_clock=cpu)
-    now = time.monotonic()
-    for _ in range(10):
-        now = look(pacer, cpu, now, 0.97)
+    pacer, cpu, now = paced_down(10)
     assert pacer.active == 3
     now = look(pacer, cpu, now, 0.3, backlog=0)
     assert pacer.active == 3  # idle threads to spare but nothing waits: no reason to wake more
@@ -60,22 +66,14 @@ def test_waiting_jobs_with_cpu_to_spare_double_the_threads_up_to_the_limit() -> 
 
 
 def test_tasks_that_are_not_short_get_every_thread() -> None:
-    cpu = FakeCpu()
-    pacer = ThreadPacer(8, cpu_clock=cpu)
-    now = time.monotonic()
-    for _ in range(8):
-        now = look(pacer, cpu, now, 0.99)
+    pacer, cpu, now = paced_down(8)
     assert pacer.active == 3
     look(pacer, cpu, now, 0.99, short_tasks=False)
     assert pacer.active == 8
 
 
 def test_starvation_adds_a_thread_at_once_but_at_most_one_per_interval() -> None:
-    cpu = FakeCpu()
-    pacer = ThreadPacer(5, cpu_clock=cpu)
-    now = time.monotonic()
-    for _ in range(5):
-        now = look(pacer, cpu, now, 0.99)
+    pacer, _, now = paced_down(5)
     assert pacer.active == 3
     pacer.outcome_seen(now)
     assert not pacer.starved(now + STARVED_AFTER_S / 2, backlog=4)  # a task finished just now
@@ -89,11 +87,7 @@ def test_starvation_adds_a_thread_at_once_but_at_most_one_per_interval() -> None
 
 
 def test_a_small_concurrency_is_never_paced_below_itself() -> None:
-    cpu = FakeCpu()
-    pacer = ThreadPacer(2, cpu_clock=cpu)
-    now = time.monotonic()
-    for _ in range(5):
-        now = look(pacer, cpu, now, 0.99)
+    pacer, _, _ = paced_down(2)
     assert pacer.active == 2
 
 

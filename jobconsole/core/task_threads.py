@@ -26,10 +26,6 @@ class TaskThreads:
             t.start()
 
     @property
-    def count(self) -> int:
-        return len(self._threads)
-
-    @property
     def active(self) -> int:
         """Threads that take jobs now (a thread past the gate finishes the job it holds first)."""
         return self._active
