@@ -100,6 +100,13 @@ def fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
+def rollback_loss(rep: Report) -> str:
+    """How many a rollback took before the mirror saw them, and how long the oldest had been accepted by then."""
+    if rep.rollback_loss_age is None:
+        return str(rep.lost_in_rollback)
+    return f"{rep.lost_in_rollback} (accepted at most {rep.rollback_loss_age * 1000:.0f} ms before the power loss)"
+
+
 def print_result(res: Result) -> None:
     rep = res.report
     dlq = f"{min(rep.dlq_attempts)}-{max(rep.dlq_attempts)}" if rep.dlq_attempts else "-"
@@ -111,7 +118,7 @@ def print_result(res: Result) -> None:
             "lost in Redis's everysec window (not gated)",
             rep.lost_in_fsync_window if res.scenario.appendfsync == "everysec" else "-",
         ),
-        ("lost in a rollback before the mirror saw them (not gated)", rep.lost_in_rollback),
+        ("lost in a rollback before the mirror saw them (not gated)", rollback_loss(rep)),
         ("completed, then forgotten by Redis; kept by the mirror", rep.finished_in_mirror_only),
         ("dead-lettered, expected to complete", rep.unexpected_dead),
         ("overlapping valid leases", rep.overlaps),
