@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="chaos-"))
     results: list[Result] = []
+    failed_dirs: list[Path] = []
     try:
         for seed in range(args.seed, args.seed + args.runs):
             for name in args.scenario or list(SCENARIOS):
@@ -196,9 +197,18 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )  # fmt: skip
                 print_result(results[-1])
+                # A failed run keeps its logs, ledger and AOF (one failure in hundreds of seeds must be
+                # explainable); a passed one is removed at once, so long batches do not fill the disk.
+                workdir = root / f"seed-{seed}" / name
+                if not results[-1].passed:
+                    failed_dirs.append(workdir)
+                elif not args.keep:
+                    shutil.rmtree(workdir, ignore_errors=True)
     finally:
-        if args.keep:
+        if args.keep or failed_dirs or sys.exc_info()[0] is not None:  # a harness error keeps it all too
             print(f"\nwork directory kept: {root}")
+            for workdir in failed_dirs:
+                print(f"  failed run: {workdir}")
         else:
             shutil.rmtree(root, ignore_errors=True)
     print_summary(results)
