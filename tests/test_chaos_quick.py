@@ -120,17 +120,17 @@ def test_checker_sets_apart_jobs_redis_forgot_in_its_everysec_window() -> None:
 def test_checker_sets_apart_what_a_rollback_took_before_the_mirror_saw_it() -> None:
     # Redis was rolled back at 200 s. 'unseen' was accepted at 199 s and never reached the database: no
     # reconciler could know it. 'done' ran and completed; Redis forgot it, the database kept it. 'known' was
-    # in the database as queued: the reconciler should have put it back, so its loss counts. 'stale' was
-    # accepted 60 s before and the mirror still had not seen it: the mirror's lag was not bounded, it counts.
-    jobs = {"unseen": None, "done": None, "known": None, "later": None, "stale": None}
+    # in the database as queued: the reconciler should have put it back, so its loss counts. 'earlier' was also
+    # accepted before the rollback and not in the database: the report says how long before (the mirror's lag).
+    jobs = {"unseen": None, "done": None, "known": None, "later": None, "earlier": None}
     acc = [
         Accepted(i, "chaos.work", "completed", 0.0, at)
-        for i, at in [("unseen", 199.0), ("done", 198.0), ("known", 150.0), ("later", 201.0), ("stale", 140.0)]
+        for i, at in [("unseen", 199.5), ("done", 198.0), ("known", 150.0), ("later", 201.0), ("earlier", 199.0)]
     ]
     rollback = [Fault("power_loss", frozenset({7}), 200.0, 200.5)]
     mirrored = {"done": "completed", "known": "queued"}
     report = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs, mirrored=mirrored)
-    assert (report.lost_in_rollback, report.finished_in_mirror_only, report.lost) == (1, 1, 3)  # known, later, stale
+    assert (report.lost_in_rollback, report.finished_in_mirror_only, report.lost) == (2, 1, 2)  # known, later
     assert report.rollback_loss_age == 1.0
     without_mirror = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs)
     assert (without_mirror.lost_in_rollback, without_mirror.lost, without_mirror.rollback_loss_age) == (0, 5, None)
