@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from chaos.harness import Ctx, Planned, work
 from chaos.proxy import Mode, Proxy
 from chaos.tasks import LEASE_S, QUEUE, SPIN_LEASE_S
+from jobconsole.core import keys
 from jobconsole.core.intake import DEFAULT_EVENTS_MAXLEN, drain
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
@@ -303,7 +304,7 @@ def power_loss(ctx: Ctx) -> None:
         ctx.cluster.start_mirror()
         for slot in sorted(ctx.cluster.workers):
             ctx.cluster.start_worker(slot)
-    ctx.settle(timeout=120.0)
+    settle_with_mirror(ctx, timeout=120.0)
     with contextlib.closing(sqlite3.connect(ctx.cluster.mirror_db)) as db:
         (restored,) = db.execute(
             "SELECT COALESCE(SUM(restored), 0) FROM jobconsole_mirrorresync WHERE reason = 'redis-rewound'"
@@ -312,6 +313,50 @@ def power_loss(ctx: Ctx) -> None:
         f"unfinished accepted jobs Redis forgot in its rollbacks (lost without a reconciler): {len(unfinished)}; "
         f"the mirror enqueued {restored} again"
     )
+
+
+def settle_with_mirror(ctx: Ctx, timeout: float) -> None:
+    """Settle, then wait until the mirror has read this Redis since the last rollback and applied every event,
+    seen twice with a step of its own in between (so a resync that step began has ended) and the queue drained
+    both times: jobs the mirror restores must run before the check, and a check made while a mirror restarted
+    after the last power loss is still starting would count the jobs it is about to put back as lost."""
+    began = time.monotonic()
+    ctx.settle(timeout=timeout)
+    first_seen: int | None = None  # the Redis epoch when the mirror was first seen caught up
+    while time.monotonic() - began < timeout:
+        epoch = _mirror_caught_up(ctx)
+        if epoch is None or not ctx.drained():
+            first_seen = None
+        elif first_seen is None:
+            first_seen = epoch
+        elif epoch > first_seen:
+            ctx.notes.append(f"mirror caught up {time.monotonic() - began:.1f}s after the faults stopped")
+            return
+        ctx.cluster.restart_dead()
+        time.sleep(0.2)
+    ctx.notes.append(f"mirror did not catch up within {timeout:.0f}s")
+
+
+def _mirror_caught_up(ctx: Ctx) -> int | None:
+    """Redis's epoch counter if the mirror has stepped since Redis last rolled back (the counter is past the one
+    the database recorded) and has read and acknowledged every event; otherwise None."""
+    events = queue_keys(QUEUE).events
+    try:
+        with contextlib.closing(sqlite3.connect(ctx.cluster.mirror_db)) as db:
+            row = db.execute("SELECT redis_epoch FROM jobconsole_mirrorlease").fetchone()
+        pipe = ctx.r.pipeline(transaction=True)
+        pipe.get(keys.REDIS_EPOCH)
+        pipe.xinfo_stream(events)
+        pipe.xinfo_groups(events)
+        epoch, stream, groups = pipe.execute()
+    except (sqlite3.Error, *RETRYABLE_ERRORS):
+        return None
+    if row is None or epoch is None or int(epoch) <= row[0]:
+        return None
+    group = next((g for g in groups if g["name"] == keys.MIRROR_GROUP), None)
+    if group is None or group["pending"] or group["last-delivered-id"] != stream["last-generated-id"]:
+        return None
+    return int(epoch)
 
 
 def _missing_from_redis(ctx: Ctx) -> set[str]:

@@ -110,6 +110,7 @@ def queue_keys(queue: str) -> QueueKeys:
 
 # The database mirror (Django side) and its leader lock; one consumer group per queue's events stream.
 MIRROR_LOCK = f"{PREFIX}:{{meta}}:lock:mirror"
+MIRROR_GROUP = "jc-mirror"
 # Counter the mirror leader increments with every read and records in the database: a value not above the
 # recorded one means Redis lost writes the database had seen (a restored or truncated AOF, a new empty Redis).
 REDIS_EPOCH = f"{PREFIX}:{{meta}}:epoch"

@@ -58,7 +58,7 @@ from jobconsole.models import Attempt, DeadLetter, Job, MirrorCursor, MirrorLeas
 
 log = logging.getLogger(__name__)
 
-GROUP = "jc-mirror"
+GROUP = keys.MIRROR_GROUP
 CONSUMER = "mirror"  # fixed, so a new leader inherits the pending entries of a dead one
 LEASE = "mirror"
 DISCOVER_EVERY = 1.0
