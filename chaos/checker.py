@@ -20,6 +20,7 @@ from jobconsole.core.keys import queue_keys
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
 PROCESS_FAULTS = {"kill", "stop", "term", "crash", "power_loss"}
+MARKS = {"aof_copy"}  # ledger rows that are moments, not faults: no outage, no recovery time
 SPARED = {"requeued", "completed"}  # how an on_shutdown=requeue attempt may end under a graceful SIGTERM
 
 
@@ -203,7 +204,7 @@ def judge(
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
     termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
     # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either.
-    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
+    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS | MARKS]
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
     unknown = set(by_job) - set(accepted)
@@ -235,7 +236,14 @@ def judge(
                 report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
     kills = [f.started for f in faults if f.kind == "redis_kill"]
-    rollbacks = [f.started for f in faults if f.kind == "power_loss"]
+    # A power loss's window: jobs accepted from the AOF copy it restored until Redis restarted (its `ended`; the
+    # ledger stamps a job after Redis replied, so one stamped just after the kill began may still be in it).
+    copies = [f.started for f in faults if f.kind == "aof_copy"]
+    rollbacks = [
+        (max((c for c in copies if c <= f.started), default=-math.inf), f.started, f.ended or f.started)
+        for f in sorted(faults, key=lambda f: f.started)
+        if f.kind == "power_loss"
+    ]
     for job_id in lost:
         a, runs = accepted[job_id], by_job.get(job_id, [])
         if jobs.get(job_id) is not None:
@@ -243,14 +251,18 @@ def judge(
         if everysec and not runs and any(0 <= kill - a.accepted_at <= FSYNC_WINDOW_S for kill in kills):
             report.lost -= 1
             report.lost_in_fsync_window += 1
-        elif rollbacks and mirrored is not None and any(a.accepted_at <= at for at in rollbacks):
+        elif mirrored is not None and (window := next((w for w in rollbacks if a.accepted_at < w[2]), None)):
+            copied, killed_at, _ = window
             if mirrored.get(job_id) == "completed" and any(e.outcome == "ok" for e in runs):
                 report.lost -= 1
                 report.finished_in_mirror_only += 1
             elif job_id not in mirrored:
+                if a.accepted_at < copied:  # Redis had it on disk before the copy it was restored from: a real loss
+                    report.notes.append(f"job {job_id} was accepted before the AOF copy and is gone")
+                    continue
                 report.lost -= 1
                 report.lost_in_rollback += 1
-                age = min(at for at in rollbacks if at >= a.accepted_at) - a.accepted_at
+                age = max(0.0, killed_at - a.accepted_at)
                 report.rollback_loss_age = max(report.rollback_loss_age or 0.0, age)
     return report
 
@@ -306,6 +318,8 @@ def recovery_times(faults: list[Fault], executions: list[Execution], matched: di
     for e in executions:
         last_trace[e.pid] = max(last_trace[e.pid], e.ended or e.started)
     for f in faults:
+        if f.kind in MARKS:
+            continue
         if f.kind in PROCESS_FAULTS:
             # A crash is noticed late by the harness; the process's last ledger write is when it died.
             at = last_trace[min(f.pids)] if f.kind == "crash" and f.pids else f.started

@@ -285,7 +285,9 @@ def power_loss(ctx: Ctx) -> None:
             break
         ctx.sleep(1.5, 3.0)
         copy = ctx.workdir / f"aof-copy-{done}"
+        copied_at = time.time()  # every job accepted before this is in the copy (appendfsync always)
         ctx.server.copy_aof(copy)
+        ctx.ledger.fault("aof_copy", [], copied_at, copied_at)
         ctx.sleep(0.5, 1.5)
         started = time.time()
         victims = [p for p in ctx.cluster.procs if p.alive()]
@@ -296,10 +298,11 @@ def power_loss(ctx: Ctx) -> None:
         for proc in victims:
             proc.popen.wait()
         ctx.server.restore_aof(copy)
+        restarting = time.time()  # Redis accepts writes again only after this: those this loss cannot take
         ctx.server.start()
         completed = {e.job_id for e in ctx.ledger.executions() if e.outcome == "ok"}
         unfinished |= _missing_from_redis(ctx) - completed
-        ctx.ledger.fault("power_loss", [p.pid for p in victims], started, time.time())
+        ctx.ledger.fault("power_loss", [p.pid for p in victims], started, restarting)
         ctx.cluster.start_recoverer()
         ctx.cluster.start_mirror()
         for slot in sorted(ctx.cluster.workers):

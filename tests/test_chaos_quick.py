@@ -122,18 +122,25 @@ def test_checker_sets_apart_what_a_rollback_took_before_the_mirror_saw_it() -> N
     # reconciler could know it. 'done' ran and completed; Redis forgot it, the database kept it. 'known' was
     # in the database as queued: the reconciler should have put it back, so its loss counts. 'earlier' was also
     # accepted before the rollback and not in the database: the report says how long before (the mirror's lag).
-    jobs = {"unseen": None, "done": None, "known": None, "later": None, "earlier": None}
+    # The AOF was copied at 198.5 s: 'copied' was accepted before, so it was in the copy; its loss counts.
+    # 'instant' was stamped as Redis was being killed (its reply came first): the rollback took it.
+    jobs = {"unseen": None, "done": None, "known": None, "later": None, "earlier": None, "copied": None}
+    jobs["instant"] = None
     acc = [
         Accepted(i, "chaos.work", "completed", 0.0, at)
-        for i, at in [("unseen", 199.5), ("done", 198.0), ("known", 150.0), ("later", 201.0), ("earlier", 199.0)]
-    ]
-    rollback = [Fault("power_loss", frozenset({7}), 200.0, 200.5)]
+        for i, at in [
+            ("unseen", 199.5), ("done", 198.0), ("known", 150.0), ("later", 201.0), ("earlier", 199.0),
+            ("copied", 198.4), ("instant", 200.1),
+        ]
+    ]  # fmt: skip
+    rollback = [Fault("aof_copy", frozenset(), 198.5, 198.5), Fault("power_loss", frozenset({7}), 200.0, 200.5)]
     mirrored = {"done": "completed", "known": "queued"}
     report = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs, mirrored=mirrored)
-    assert (report.lost_in_rollback, report.finished_in_mirror_only, report.lost) == (2, 1, 2)  # known, later
+    assert (report.lost_in_rollback, report.finished_in_mirror_only, report.lost) == (3, 1, 3)  # known, later, copied
     assert report.rollback_loss_age == 1.0
+    assert report.recovery == [] and "job copied was accepted before the AOF copy and is gone" in report.notes
     without_mirror = judge(acc, [run("done", "w1", 1, 1, 198.1, 198.2)], rollback, jobs)
-    assert (without_mirror.lost_in_rollback, without_mirror.lost, without_mirror.rollback_loss_age) == (0, 5, None)
+    assert (without_mirror.lost_in_rollback, without_mirror.lost, without_mirror.rollback_loss_age) == (0, 7, None)
 
 
 def test_checker_charges_a_graceful_shutdown_only_when_redis_was_reachable() -> None:
