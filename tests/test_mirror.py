@@ -235,6 +235,36 @@ def test_redis_losing_its_data_is_noticed_and_the_waiting_jobs_are_restored(clie
     assert Job.objects.get(id=waiting.id).state == "completed"
 
 
+@pytest.mark.parametrize("point", ["resynced", "rewound"])
+def test_a_mirror_killed_while_it_handles_a_rollback_loses_no_waiting_job(client, r, engine_settings, point):
+    """'resynced': killed after a queue's rows were resynced, before the rewind was recorded; the next leader
+    must still see the rewind. 'rewound': killed once it was handled, before the restored jobs' events were
+    applied, and Redis then rolled back again; the rows of the jobs put back must still count as in Redis."""
+    waiting = client.enqueue("examples.echo", {"n": 1}, delay=3600)
+    ready = client.enqueue("examples.echo", {"n": 2})
+    Mirror(r, block_ms=10).drain()
+    r.delete(keys.MIRROR_LOCK)
+    r.flushall()
+    dying = Mirror(r, block_ms=10)
+
+    def fault(at: str) -> None:
+        if at == point:
+            raise SimulatedCrash
+
+    dying.fault = fault
+    with pytest.raises(SimulatedCrash):
+        dying.drain()
+    assert client.get(waiting.id).state.value == "scheduled"  # put back before it died
+    r.delete(keys.MIRROR_LOCK)  # the dead process's lock would expire
+    if point == "rewound":
+        r.flushall()  # a second rollback, to before the first restore
+    Mirror(r, block_ms=10).drain()
+    assert client.get(waiting.id).state.value == "scheduled"
+    assert client.get(ready.id).state.value == "queued"
+    assert Job.objects.filter(id__in=[waiting.id, ready.id], in_redis=True).count() == 2
+    assert_db_matches_redis(r)
+
+
 def test_restore_can_be_turned_off(client, r, engine_settings):
     mirror = Mirror(r, batch=200, block_ms=20, restore=False)
     job = client.enqueue("examples.echo", {"q": 1})

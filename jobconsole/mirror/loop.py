@@ -45,7 +45,7 @@ from jobconsole.core import intake, keys, scripts
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.states import TERMINAL_STATES, JobState
-from jobconsole.mirror.restore import restore_lost_jobs
+from jobconsole.mirror.restore import Restored, restore_lost_jobs
 from jobconsole.mirror.rows import (
     ATTEMPT_FIELDS,
     JOB_FIELDS,
@@ -157,7 +157,8 @@ class Mirror:
         self.rows_written = 0
         self.resyncs = 0
         self.periodic = [_Periodic(every, fn) for every, fn in periodic]
-        # Test hooks: fault(point) is called at 'before_commit' and 'after_commit' of each batch;
+        # Test hooks: fault(point) is called at 'before_commit' and 'after_commit' of each batch, at 'resynced'
+        # after a queue's resync and at 'rewound' once a rollback has been handled;
         # on_batch(stats) after each committed and acknowledged batch.
         self.fault: Callable[[str], None] | None = None
         self.on_batch: Callable[[BatchStats], None] | None = None
@@ -308,7 +309,9 @@ class Mirror:
         if not force and time.monotonic() - self._discovered < DISCOVER_EVERY:
             return
         self._discovered = time.monotonic()
-        found = keys.known_queues(self.redis)
+        # The database's queues too: a Redis that lost everything (a new empty server) lists none, and the
+        # rewind is noticed by reading a queue's stream.
+        found = sorted(set(keys.known_queues(self.redis)) | set(self.cursors))
         for queue in found:
             if queue in self.queues:
                 continue
@@ -381,12 +384,19 @@ class Mirror:
         return self.apply(events)
 
     def _rewound(self, epoch: int) -> None:
-        """Redis forgot writes the database had seen: resync every queue and put back the jobs it lost."""
+        """Redis forgot writes the database had seen: resync every queue and put back the jobs it lost.
+
+        Only then does Redis's counter move past the database's: a mirror killed before that leaves the rewind
+        for the next leader to notice and handle again (resyncing and restoring are idempotent)."""
         log.warning("mirror: redis epoch %d is not past the recorded %d: redis lost data; resyncing", epoch, self.epoch)
-        self._read_epoch = self.epoch + 1
-        self.redis.set(keys.REDIS_EPOCH, self._read_epoch)  # only the leader writes it
         for queue in sorted(set(self.queues) | set(self.cursors)):
             self.resync(queue, "redis-rewound")
+        self._read_epoch = max(self._read_epoch, self.epoch) + 1
+        self.redis.set(keys.REDIS_EPOCH, self._read_epoch)  # only the leader writes it
+        with transaction.atomic():
+            self._fence()
+        if self.fault:
+            self.fault("rewound")
         self._read_pending = True
 
     def _group_exists(self, queue: str) -> bool:
@@ -566,8 +576,9 @@ class Mirror:
         Rows for jobs Redis no longer holds are kept as history with in_redis=false, except waiting ones
         after a gap: only an operator's delete removes a waiting job, so those rows are deleted too."""
         k = queue_keys(queue)
-        # The snapshot is as new as this epoch: the database records it with the rows (see _fence).
-        self._read_epoch = max(self._read_epoch, int(self.redis.incr(keys.REDIS_EPOCH)))
+        if reason != "redis-rewound":  # (a rewind moves the counter once every queue is done: see _rewound)
+            # The snapshot is as new as this epoch: the database records it with the rows (see _fence).
+            self._read_epoch = max(self._read_epoch, int(self.redis.incr(keys.REDIS_EPOCH)))
         intake.drain(self.redis, queue, self.events_maxlen)  # jobs accepted but not yet made into hashes are in no set
         try:
             info = self.redis.xinfo_stream(k.events)
@@ -594,15 +605,15 @@ class Mirror:
             present |= self._resync_chunk(queue, ids[start : start + RESYNC_CHUNK])
         known = set(Job.objects.filter(queue=queue, in_redis=True).values_list("id", "state"))
         missing = [(i, s) for i, s in known if i not in present]
-        # Read before the rows are marked: what Redis lost is put back once the group is recreated below.
-        lost_rows = (
-            list(Job.objects.filter(id__in=[i for i, _ in missing]))
-            if reason == "redis-rewound" and self.restore and missing
-            else []
-        )
+        # What Redis lost goes back before any row is marked: a mirror killed in between leaves the rows as
+        # they were, and the next leader (which still sees the rewind, see _rewound) puts them back. Their
+        # events follow `upto`, so the group recreated below reads them.
+        restored = Restored(frozenset(), 0)
+        if reason == "redis-rewound" and self.restore and missing:
+            restored = restore_lost_jobs(self.redis, list(Job.objects.filter(id__in=[i for i, _ in missing])))
         waiting = {JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value}
         delete = [i for i, s in missing if reason == "gap" and s in waiting]
-        keep = [i for i, s in missing if not (reason == "gap" and s in waiting)]
+        keep = [i for i, s in missing if not (reason == "gap" and s in waiting) and i not in restored.ids]
         now = datetime.now(UTC)
         with transaction.atomic():
             self._fence()
@@ -619,15 +630,15 @@ class Mirror:
                 to_id=upto,
                 jobs=len(present),
                 missing=len(missing),
+                restored=restored.created,
             )
         # Start the group just after the snapshot's stream position; its old pending entries go with it.
         pipe = self.redis.pipeline(transaction=False)
         pipe.xgroup_destroy(k.events, GROUP)
         pipe.xgroup_create(k.events, GROUP, id=upto, mkstream=True)
         pipe.execute(raise_on_error=False)
-        if lost_rows:
-            record.restored = restore_lost_jobs(self.redis, lost_rows)  # their events follow `upto`
-            record.save(update_fields=["restored"])
+        if self.fault:
+            self.fault("resynced")
         self.cursors[queue] = parse_id(upto)
         self._last_generated[queue] = upto
         self._final.clear()  # Redis may have forgotten jobs this cache says are final

@@ -12,6 +12,7 @@ lease is gone from Redis, so its next heartbeat or ack is refused and the restor
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import redis
@@ -26,8 +27,14 @@ log = logging.getLogger(__name__)
 RESTORABLE = (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)
 
 
-def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> int:
-    """Enqueue again the waiting or running jobs among `rows` (jobs Redis no longer has); returns how many."""
+@dataclass(frozen=True, slots=True)
+class Restored:
+    ids: frozenset[str]  # jobs Redis holds again under their own ids (enqueued now, or already back)
+    created: int  # how many of them this call enqueued
+
+
+def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> Restored:
+    """Enqueue again the waiting or running jobs among `rows` (jobs Redis no longer has)."""
     client = Client(connection, strict=False)  # the mirror need not import every task module
     now = datetime.now(UTC)
     specs: list[JobSpec] = []
@@ -55,7 +62,10 @@ def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> int:
             log.error("cannot restore job=%s: %s", spec.id, exc)
             continue
         valid.append(spec)
-    restored = sum(result.created for result in client.enqueue_many(valid))
+    results = client.enqueue_many(valid)
+    restored = sum(result.created for result in results)
     if restored:
         log.warning("restored %d job(s) Redis had lost, from the database", restored)
-    return restored
+    # A unique key another job took meanwhile answers with that job ('duplicate'): this one is not back.
+    back = [spec.id for spec, result in zip(valid, results, strict=True) if result.status != "duplicate"]
+    return Restored(frozenset(i for i in back if i is not None), restored)
