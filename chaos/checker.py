@@ -20,7 +20,7 @@ from jobconsole.core.keys import queue_keys
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
 PROCESS_FAULTS = {"kill", "stop", "term", "crash", "power_loss"}
-MARKS = {"aof_copy"}  # ledger rows that are moments, not faults: no outage, no recovery time
+MARKS = {"aof_copy"}  # ledger rows that mark a moment (when the AOF was copied), not a fault
 SPARED = {"requeued", "completed"}  # how an on_shutdown=requeue attempt may end under a graceful SIGTERM
 
 
@@ -201,10 +201,12 @@ def judge(
     for e in sorted(executions, key=lambda e: e.started):
         by_job[e.job_id].append(e)
     report = Report(accepted=len(accepted), executions=len(executions))
+    copies = [f.started for f in faults if f.kind == "aof_copy"]
+    faults = [f for f in faults if f.kind not in MARKS]  # moments, not faults: no outage, no recovery time
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
     termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
     # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either.
-    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS | MARKS]
+    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
     unknown = set(by_job) - set(accepted)
@@ -238,7 +240,6 @@ def judge(
     kills = [f.started for f in faults if f.kind == "redis_kill"]
     # A power loss's window: jobs accepted from the AOF copy it restored until Redis restarted (its `ended`; the
     # ledger stamps a job after Redis replied, so one stamped just after the kill began may still be in it).
-    copies = [f.started for f in faults if f.kind == "aof_copy"]
     rollbacks = [
         (max((c for c in copies if c <= f.started), default=-math.inf), f.started, f.ended or f.started)
         for f in sorted(faults, key=lambda f: f.started)
@@ -318,8 +319,6 @@ def recovery_times(faults: list[Fault], executions: list[Execution], matched: di
     for e in executions:
         last_trace[e.pid] = max(last_trace[e.pid], e.ended or e.started)
     for f in faults:
-        if f.kind in MARKS:
-            continue
         if f.kind in PROCESS_FAULTS:
             # A crash is noticed late by the harness; the process's last ledger write is when it died.
             at = last_trace[min(f.pids)] if f.kind == "crash" and f.pids else f.started

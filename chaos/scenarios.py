@@ -266,8 +266,8 @@ def power_loss(ctx: Ctx) -> None:
     every process dies at once (redis-server, workers, recoverer, mirror) and Redis restarts on the copy: the
     writes after it are gone. The database mirror notices (Redis's epoch is behind the one it recorded) and
     enqueues again the jobs it knew as waiting or running. Jobs accepted after the mirror's last batch are
-    known to nothing outside Redis: reported with their age at the power loss, not gated within the mirror's lag
-    bound (a producer that must not lose them uses the outbox)."""
+    known to nothing outside Redis: reported with their age at the power loss, not gated (a
+    producer that must not lose them uses the outbox). A job accepted before the AOF copy must survive."""
     ctx.cluster.migrate()
     ctx.cluster.start_recoverer()
     ctx.cluster.start_mirror()

@@ -67,5 +67,5 @@ def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> Restore
     if restored:
         log.warning("restored %d job(s) Redis had lost, from the database", restored)
     # A unique key another job took meanwhile answers with that job ('duplicate'): this one is not back.
-    back = [spec.id for spec, result in zip(valid, results, strict=True) if result.status != "duplicate"]
-    return Restored(frozenset(i for i in back if i is not None), restored)
+    back = frozenset(result.id for result in results if result.status != "duplicate")
+    return Restored(back, restored)
