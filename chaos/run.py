@@ -1,16 +1,20 @@
-"""python -m chaos.run [--quick] [--scenario NAME ...] [--seed N] [--keep]
+"""python -m chaos.run [--quick] [--scenario NAME ...] [--seed N] [--keep] [--results FILE]
 
 Runs each scenario against its own redis-server and worker processes, then prints its counts and a
 PASS/FAIL line. Exits 1 if any scenario lost a job, let two valid leases overlap, duplicated a side effect,
-re-ran a job after its ack, ran a job before its run_at, or charged an attempt for a graceful shutdown."""
+re-ran a job after its ack, ran a job before its run_at, or charged an attempt for a graceful shutdown.
+Every run's counts are also appended as one JSON line to --results; `python -m chaos.tally` sums them."""
 
 import argparse
+import json
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from chaos.checker import Report, check, median
@@ -31,6 +35,7 @@ GATES = (
     "orphans",
 )
 GROUPS = "n/a: concurrency groups are not built yet"
+DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "var" / "chaos" / "runs.jsonl"
 
 
 @dataclass
@@ -175,6 +180,40 @@ def print_totals(results: list[Result]) -> None:
         )
 
 
+def result_record(res: Result, *, seed: int, quick: bool, commit: str) -> dict[str, object]:
+    """One run as a JSON object: what chaos.tally sums (the counts, not the per-job lists)."""
+    rep = res.report
+    counts = {name: value for name, value in vars(rep).items() if isinstance(value, int)}
+    return {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "scenario": res.scenario.name,
+        "seed": seed,
+        "quick": quick,
+        "seconds": round(res.seconds, 1),
+        "passed": res.passed,
+        "failures": res.failures,
+        **counts,
+        "rollback_loss_age": rep.rollback_loss_age,
+        "recovery_n": len(rep.recovery),
+        "recovery_p50": median(rep.recovery),
+        "recovery_p99": rep.percentile(0.99),
+        "notes": rep.notes,
+    }
+
+
+def current_commit() -> str:
+    """The checkout's commit, marked '+' when it has uncommitted changes ('' outside a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True)  # fmt: skip
+    except OSError:
+        return ""
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small volumes (the version inside make test)")
@@ -183,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="run each scenario this often, seeds --seed, --seed+1, ...")
     parser.add_argument("--soak-seconds", type=float, help="how long the soak scenario faults (default 150, quick 15)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, ledger, AOF)")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                        help=f"append each run's counts here as a JSON line (default {DEFAULT_RESULTS})")  # fmt: skip
     args = parser.parse_args(argv)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    commit = current_commit()
     root = Path(tempfile.mkdtemp(prefix="chaos-"))
     results: list[Result] = []
     failed_dirs: list[Path] = []
@@ -197,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )  # fmt: skip
                 print_result(results[-1])
+                with args.results.open("a") as out:
+                    record = result_record(results[-1], seed=seed, quick=args.quick, commit=commit)
+                    out.write(json.dumps(record) + "\n")
                 # A failed run keeps its logs, ledger and AOF (one failure in hundreds of seeds must be
                 # explainable); a passed one is removed at once, so long batches do not fill the disk.
                 workdir = root / f"seed-{seed}" / name
