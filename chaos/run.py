@@ -240,9 +240,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )  # fmt: skip
                 print_result(results[-1])
-                with args.results.open("a") as out:
-                    record = result_record(results[-1], seed=seed, quick=args.quick, commit=commit)
-                    out.write(json.dumps(record) + "\n")
+                # One unbuffered write per line: O_APPEND keeps parallel streams' lines whole.
+                record = result_record(results[-1], seed=seed, quick=args.quick, commit=commit)
+                with args.results.open("ab", buffering=0) as out:
+                    out.write((json.dumps(record) + "\n").encode())
                 # A failed run keeps its logs, ledger and AOF (one failure in hundreds of seeds must be
                 # explainable); a passed one is removed at once, so long batches do not fill the disk.
                 workdir = root / f"seed-{seed}" / name
