@@ -370,6 +370,23 @@ def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
+def pickup_path(results: list[dict[str, Any]], peers: list[str]) -> str:
+    """Where the idle pick-up goes: when the producer's enqueue call returns (its own work plus the round trip
+    in which Redis runs the enqueue) against when the task starts (the worker is woken by the same Redis
+    event loop turn, so it may start before the producer's call has returned: a negative gap), beside the
+    Redis CPU per sample (the enqueue, the pick-up and ack, the harness's sample; idle time included)."""
+    lines = ["idle pick-up path, medians in ms (gap = task start - call return):"]
+    for peer in peers:
+        r = pick(results, peer, "latency", 1)
+        if not r.get("ok") or r.get("enqueue_call_p50_ms") is None:
+            continue
+        lines.append(
+            f"  {peer:<18} enqueue call returns {r['enqueue_call_p50_ms']:5.2f}   task starts {r['p50_ms']:5.2f}"
+            f"   gap {r['after_call_p50_ms']:+5.2f}   Redis CPU per sample {r['redis_cpu_us_per_pickup']:6.1f} µs"
+        )
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 def write_results(results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
     ignore = RESULTS_FILE.parent / ".gitignore"
@@ -474,7 +491,7 @@ def main() -> int:
     write_results(results, meta)
     print(table(results, peers))
     print()
-    for section in (ratios(results, peers), scaling(results, peers)):
+    for section in (ratios(results, peers), scaling(results, peers), pickup_path(results, peers)):
         if section:
             print(section)
             print()

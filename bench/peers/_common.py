@@ -474,7 +474,10 @@ class Run:
             self.peer.enqueue_single(1)
             wait_for_marks(self.client, {1}, procs, self.log_stem)
             time.sleep(0.5)
-            delays = self._latency_samples(samples, procs)
+            cpu = CpuMeter(self.client)
+            cpu.start()
+            delays, calls = self._latency_samples(samples, procs)
+            redis_cpu_s = cpu.redis_s()
         finally:
             stop_workers(procs)
         q = statistics.quantiles(delays, n=100, method="inclusive")
@@ -484,21 +487,33 @@ class Run:
             "p95_ms": round(q[94], 3),
             "p99_ms": round(q[98], 3),
             "max_ms": round(max(delays), 3),
+            # Where the pick-up goes: the producer's enqueue call (its own work plus the round trip, during
+            # which Redis runs whatever the enqueue is), and the task's start against the call's return
+            # (negative when the worker started it before the producer's call returned).
+            "enqueue_call_p50_ms": round(statistics.median(calls), 3),
+            "after_call_p50_ms": round(statistics.median(d - c for d, c in zip(delays, calls, strict=True)), 3),
+            # Redis CPU per sample while idle gaps dominate: the enqueue, the worker's pick-up and ack, and the
+            # harness's own BLPOP and RPUSH of the sample (the same for every peer).
+            "redis_cpu_us_per_pickup": round(redis_cpu_s * 1e6 / samples, 1),
             "method": LATENCY_METHOD,
         }
 
-    def _latency_samples(self, samples: int, procs: list[subprocess.Popen[bytes]]) -> list[float]:
+    def _latency_samples(self, samples: int, procs: list[subprocess.Popen[bytes]]) -> tuple[list[float], list[float]]:
+        """Pick-up delays and the enqueue calls' own durations (ms), sample by sample."""
         rng = random.Random(3)  # same idle gaps for every peer
         delays: list[float] = []
+        calls: list[float] = []
         for i in range(samples):
             time.sleep(rng.uniform(*LATENCY_GAP_S))
+            called = time.perf_counter()
             self.peer.enqueue_probe()
+            calls.append((time.perf_counter() - called) * 1000.0)
             item = blpop(self.client, LATENCY_KEY, 30)
             if item is None:
                 check_alive(procs, self.log_stem)
                 raise RuntimeError(f"latency sample {i} not picked up within 30s")
             delays.append(float(item[1]) * 1000.0)
-        return delays
+        return delays, calls
 
 
 # --------------------------------------------------------------------------
