@@ -113,6 +113,7 @@ class Ctx:
     client: Client
     producers: list[Producer] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tallies: dict[str, int] = field(default_factory=dict)  # a scenario's own counts, for chaos.tally to sum
     soak_seconds: float | None = None  # --soak-seconds: how long `soak` faults (default: its size)
 
     def size(self, quick: float, full: float) -> float:

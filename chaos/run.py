@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,6 +43,7 @@ class Result:
     scenario: Scenario
     report: Report
     seconds: float
+    tallies: dict[str, int] = field(default_factory=dict)  # the scenario's own counts (Ctx.tallies)
 
     @property
     def failures(self) -> list[str]:
@@ -98,7 +99,7 @@ def run_scenario(
     report.notes += ctx.notes
     r.close()
     server.kill()
-    return Result(scenario, report, time.monotonic() - began)
+    return Result(scenario, report, time.monotonic() - began, ctx.tallies)
 
 
 def fmt_s(value: float | None) -> str:
@@ -194,6 +195,7 @@ def result_record(res: Result, *, seed: int, quick: bool, commit: str) -> dict[s
         "passed": res.passed,
         "failures": res.failures,
         **counts,
+        **res.tallies,
         "rollback_loss_age": rep.rollback_loss_age,
         "recovery_n": len(rep.recovery),
         "recovery_p50": median(rep.recovery),

@@ -312,6 +312,7 @@ def power_loss(ctx: Ctx) -> None:
         (restored,) = db.execute(
             "SELECT COALESCE(SUM(restored), 0) FROM jobconsole_mirrorresync WHERE reason = 'redis-rewound'"
         ).fetchone()
+    ctx.tallies.update(forgotten_by_redis=len(unfinished), restored_by_mirror=int(restored))
     ctx.notes.append(
         f"unfinished accepted jobs Redis forgot in its rollbacks (lost without a reconciler): {len(unfinished)}; "
         f"the mirror enqueued {restored} again"

@@ -15,20 +15,21 @@ from pathlib import Path
 from chaos.run import DEFAULT_RESULTS, GATES
 
 SUMMED = ("accepted", "executions", "lost", "lost_in_rollback", "finished_in_mirror_only", *GATES[1:])
+SCENARIO_COUNTS = ("forgotten_by_redis", "restored_by_mirror")  # power_loss's own (Ctx.tallies)
 
 
 @dataclass
 class Tally:
     runs: int = 0
     passed: int = 0
-    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMED, 0))
+    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMED + SCENARIO_COUNTS, 0))
     worst_recovery_p99: float | None = None
     seeds: set[int] = field(default_factory=set)
 
     def add(self, run: dict[str, object]) -> None:
         self.runs += 1
         self.passed += bool(run["passed"])
-        for name in SUMMED:
+        for name in self.sums:
             self.sums[name] += int(run.get(name) or 0)  # type: ignore[call-overload]
         p99 = run.get("recovery_p99")
         if isinstance(p99, int | float) and (self.worst_recovery_p99 is None or p99 > self.worst_recovery_p99):
@@ -87,6 +88,10 @@ def print_tally(by_scenario: dict[str, Tally], failed: list[dict[str, object]]) 
     print(f"{'all':<20} {total.runs:>5} {total.passed:>6} " + " ".join(f"{total.sums[c]:>9}" for c in columns))
     others = [g for g in GATES if g not in columns and total.sums[g]]
     print("other gates: " + (", ".join(f"{g}={total.sums[g]}" for g in others) if others else "all 0"))
+    for name in sorted(by_scenario):
+        own = {c: n for c, n in by_scenario[name].sums.items() if c in SCENARIO_COUNTS}
+        if any(own.values()):
+            print(f"{name}: " + ", ".join(f"{c.replace('_', ' ')} {n}" for c, n in own.items()))
     for run in failed:
         failures = ", ".join(map(str, run["failures"]))  # type: ignore[call-overload]
         print(f"FAILED {run['scenario']} seed {run['seed']} at {run['at']} ({run['commit']}): {failures}")

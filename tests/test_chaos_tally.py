@@ -11,9 +11,12 @@ from chaos.run import Result, result_record
 from chaos.scenarios import SCENARIOS
 
 
-def record(name: str, seed: int, *, at: str = "2026-11-24T07:00:00+00:00", **counts: int) -> dict[str, object]:
+def record(
+    name: str, seed: int, *, at: str = "2026-11-24T07:00:00+00:00", tallies: dict[str, int] | None = None, **counts: int
+) -> dict[str, object]:
     report = Report(accepted=100, executions=110, recovery=[0.5, 1.0, 2.0], **counts)  # type: ignore[arg-type]
-    line = result_record(Result(SCENARIOS[name], report, 12.0), seed=seed, quick=True, commit="abc1234")
+    result = Result(SCENARIOS[name], report, 12.0, tallies or {})
+    line = result_record(result, seed=seed, quick=True, commit="abc1234")
     return {**line, "at": at}
 
 
@@ -34,15 +37,21 @@ def test_a_record_carries_the_counts_and_whether_the_run_passed() -> None:
 def test_tally_sums_per_scenario_and_lists_failed_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(
         tmp_path / "runs.jsonl",
-        [record("kill_loop", 1), record("kill_loop", 2, lost=3), record("power_loss", 1, lost_in_rollback=4)],
+        [
+            record("kill_loop", 1),
+            record("kill_loop", 2, lost=3),
+            record("power_loss", 1, lost_in_rollback=4, tallies={"forgotten_by_redis": 5, "restored_by_mirror": 6}),
+            record("power_loss", 2, tallies={"forgotten_by_redis": 1, "restored_by_mirror": 1}),
+        ],
         tail='{"scenario": "kill_lo',  # a run killed while it wrote its line
     )
     assert tally.main([str(path)]) == 1
     out = capsys.readouterr()
     rows = {line.split()[0]: line.split() for line in out.out.splitlines() if line and not line.startswith("FAILED")}
     assert rows["kill_loop"][1:5] == ["2", "1", "200", "220"] and rows["kill_loop"][5] == "3"
-    assert rows["power_loss"][1:3] == ["1", "1"] and rows["power_loss"][8] == "4"
-    assert rows["all"][1:3] == ["3", "2"]
+    assert rows["power_loss"][1:3] == ["2", "2"] and rows["power_loss"][8] == "4"
+    assert rows["all"][1:3] == ["4", "3"]
+    assert "power_loss: forgotten by redis 6, restored by mirror 7" in out.out
     assert "FAILED kill_loop seed 2" in out.out and "lost=3" in out.out
     assert "skipped, not JSON" in out.err
 
