@@ -458,23 +458,32 @@ def test_leases_that_ran_out_while_redis_was_away_get_their_remaining_time_back(
     r: "redis.Redis", client: Client
 ) -> None:
     k = queue_keys("q")
-    lapsed_in_outage, expired_before = client.enqueue("t.ok").id, client.enqueue("t.ok").id
-    _claim_one(r), _claim_one(r)
+    ids = [client.enqueue("t.ok").id for _ in range(5)]
+    for _ in ids:
+        _claim_one(r)
+    lapsed_in_outage, expired_before, about_to_lapse, short_lease, far_ahead = ids
+    r.hset(k.job(short_lease), "lease_ms", 2_000)  # the others have the default 30 s
     seconds, micros = r.time()
     now = seconds * 1000 + micros // 1000
-    # Redis was unreachable for the last 10 s. One lease ran out 2 s ago, 3 s after the outage began: its
-    # worker could not renew it. The other had run out before the outage: that worker is really gone.
-    r.zadd(k.active, {lapsed_in_outage: now - 7_000, expired_before: now - 20_000})
+    # Redis was unreachable for the last 10 s (11 s with the recoverer's margin). One lease ran out 2 s ago,
+    # 4 s after the outage began: its worker could not renew it. One had run out before the outage: that
+    # worker is really gone. Two run out 1 s from now: their workers, held up by the same outage, may
+    # renew a little after the recoverer is back. One runs out long after that: nothing to do.
+    r.zadd(k.active, {lapsed_in_outage: now - 7_000, expired_before: now - 20_000, about_to_lapse: now + 1_000,
+                      short_lease: now + 1_000, far_ahead: now + 25_000})  # fmt: skip
     maintenance = Maintenance(r, interval=0.1)
     maintenance._last_ok -= 10  # what the maintenance loop saw: no pass could reach Redis for 10 s
     assert maintenance.is_leader()
     assert maintenance.step() == 1
     assert client.get(expired_before).state is JobState.QUEUED
-    assert client.get(lapsed_in_outage).state is JobState.RUNNING
-    deadline = r.zscore(k.active, lapsed_in_outage)
-    assert (
-        deadline is not None and 3_000 <= deadline - now <= 5_000
-    )  # what it had left when the outage began (+1 s margin)
+    deadlines = {job_id: r.zscore(k.active, job_id) for job_id in ids}
+    assert deadlines[expired_before] is None
+    assert all(client.get(i).state is JobState.RUNNING for i in ids if i != expired_before)
+    left = {job_id: d - now for job_id, d in deadlines.items() if d is not None}
+    assert 3_000 <= left[lapsed_in_outage] <= 5_000  # what it had left when the outage began
+    assert 11_500 <= left[about_to_lapse] <= 12_500  # the outage (11 s) added
+    assert 1_500 <= left[short_lease] <= 2_500  # capped at one lease (2 s) from now
+    assert left[far_ahead] == 25_000  # untouched
     assert maintenance.step() == 0  # the next, timely pass spares nothing more and recovers nothing
 
 

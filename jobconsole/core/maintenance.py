@@ -75,8 +75,9 @@ class Maintenance:
         """One pass over every queue if we lead; returns the number of jobs recovered or promoted."""
         leader = self.is_leader()
         # Passes normally follow each other every `interval`; a longer gap means our calls to Redis blocked
-        # or failed meanwhile (Redis frozen, restarting, unreachable): recover.lua then spares the leases
-        # that ran out during the outage, since their workers could not renew them either.
+        # or failed meanwhile (Redis frozen, restarting, unreachable), or this process got no CPU: recover.lua
+        # then spares the leases that ran out during the outage or are about to, since their workers could
+        # not renew them either.
         gap = time.monotonic() - self._last_ok
         self._last_ok = time.monotonic()
         if not leader:

@@ -2,18 +2,24 @@
 -- KEYS[1] active  KEYS[2] ready  KEYS[3] dead  KEYS[4] failed  KEYS[5] unique  KEYS[6] events  KEYS[7] wake
 -- KEYS[8] seq  KEYS[9] stats
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
--- ARGV[5] outage ms: how long the recoverer could not reach Redis just before this pass (0 = none)
+-- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
+-- (0 = none)
 -- Returns {requeued ids..., '|', dead-lettered ids...}; call again while it returns `limit` jobs.
 local prefix, maxlen, ttl, limit, outage = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 if outage > 0 then
-  -- Redis was frozen, down or unreachable: a lease that ran out meanwhile may belong to a live worker that
-  -- could not renew it either. Each such lease gets back what it had left when the outage began, instead
-  -- of its job being run twice. Bounded by one lease; leases that ran out before the outage are not touched.
+  -- Redis was frozen, down or unreachable, or the machine starved this process: a live worker could not
+  -- renew its leases meanwhile either, and one held up by the same cause may come back a little after us.
+  -- So the outage does not count against a lease that ran out during it or runs out within as long again:
+  -- it gets the outage's length added (a lapsed one gets back what it had left when the outage began),
+  -- never more than one lease from now, instead of its job being run twice. Leases that ran out before the
+  -- outage began are not touched: those workers are really gone.
   local began = now - outage
-  local lapsed = redis.call('ZRANGE', KEYS[1], began, now, 'BYSCORE', 'WITHSCORES')
-  for i = 1, #lapsed, 2 do
-    redis.call('ZADD', KEYS[1], now + tonumber(lapsed[i + 1]) - began, lapsed[i])
+  local at_risk = redis.call('ZRANGE', KEYS[1], began, now + outage, 'BYSCORE', 'WITHSCORES')
+  for i = 1, #at_risk, 2 do
+    local job_id, deadline = at_risk[i], tonumber(at_risk[i + 1])
+    local lease_ms = tonumber(redis.call('HGET', prefix .. job_id, 'lease_ms')) or 30000
+    redis.call('ZADD', KEYS[1], math.max(deadline, math.min(deadline + outage, now + lease_ms)), job_id)
   end
 end
 local requeued, ended = {}, {}
