@@ -119,11 +119,12 @@ class Ledger:
 
     # --- writers (tasks, in worker processes) -------------------------------------------------------
 
-    def began(self, job_id: str, attempt: int, token: str) -> int:
+    def began(self, job_id: str, attempt: int, token: str, ago: float = 0.0) -> int:
+        """An execution began `ago` seconds before now."""
         worker = token.rsplit(":", 1)[0]  # a lease token is '<worker id>:<sequence>'
         cur = self._db().execute(
             "INSERT INTO executions (job_id, attempt, token, worker, pid, started) VALUES (?, ?, ?, ?, ?, ?)",
-            (job_id, attempt, token, worker, os.getpid(), _now()),
+            (job_id, attempt, token, worker, os.getpid(), _now() - ago),
         )
         return int(cur.lastrowid or 0)
 

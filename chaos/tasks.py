@@ -29,21 +29,28 @@ def ledger() -> Ledger:
     return _ledger
 
 
-def lease_token() -> str:
-    """The lease token the worker will report this run with. The context does not expose it, so the harness
-    reads it from the engine's frame that called the task (run_sync's `job`): exact, and no extra round trip."""
+def began(context: JobContext) -> int:
+    """Book this run in the ledger: with the lease token the worker will report it with, and with the moment
+    the worker let it begin (run_sync's gate, where it checks that the lease is fresh), not the moment this
+    line runs. A process frozen between the two (SIGSTOP) resumes here after its lease is gone: judged by
+    this line's clock, a run that began under a valid lease would look like one the worker started late."""
+    token, ago = "?:?", 0.0
+    # The context exposes neither; the harness reads them from the engine's frame that called the task
+    # (run_sync's `job`): exact, and no extra round trip.
     frame = sys._getframe(1)
     while frame is not None:
         job = frame.f_locals.get("job")
         if isinstance(job, RunningJob):
-            return job.token
+            token = job.token
+            ago = time.monotonic() - job.started  # job.started: monotonic, set at the gate
+            break
         frame = frame.f_back  # type: ignore[assignment]
-    return "?:?"
+    return ledger().began(context.job_id, context.attempt, token, ago)
 
 
 def _run(context: JobContext, key: str, seconds: float, heartbeat: bool, die_after_effect: bool) -> dict[str, Any]:
     book = ledger()
-    execution = book.began(context.job_id, context.attempt, lease_token())
+    execution = began(context)
     try:
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
@@ -75,7 +82,7 @@ def spin(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
     """CPU-bound for `seconds` in pure Python (holding the GIL but for the interpreter's switches) and never
     calling heartbeat(): the worker's own heartbeat thread must keep the lease alive meanwhile."""
     book = ledger()
-    execution = book.began(context.job_id, context.attempt, lease_token())
+    execution = began(context)
     deadline = time.monotonic() + seconds
     total = 0
     while time.monotonic() < deadline:
@@ -94,5 +101,5 @@ def requeue(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, An
 @task(name="chaos.poison", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=2)
 def poison(context: JobContext, key: str) -> None:
     """Crashes its worker process on every attempt (like a segfault): it must end in the dead-letter set."""
-    ledger().began(context.job_id, context.attempt, lease_token())
+    began(context)
     os._exit(70)
