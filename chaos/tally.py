@@ -24,7 +24,6 @@ class Tally:
     passed: int = 0
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMED + SCENARIO_COUNTS, 0))
     worst_recovery_p99: float | None = None
-    seeds: set[int] = field(default_factory=set)
 
     def add(self, run: dict[str, object]) -> None:
         self.runs += 1
@@ -34,7 +33,12 @@ class Tally:
         p99 = run.get("recovery_p99")
         if isinstance(p99, int | float) and (self.worst_recovery_p99 is None or p99 > self.worst_recovery_p99):
             self.worst_recovery_p99 = float(p99)
-        self.seeds.add(int(run["seed"]))  # type: ignore[call-overload]
+
+    def merge(self, other: "Tally") -> None:
+        self.runs += other.runs
+        self.passed += other.passed
+        for name, n in other.sums.items():
+            self.sums[name] += n
 
 
 def read_runs(paths: Iterable[Path]) -> Iterator[dict[str, object]]:
@@ -81,10 +85,7 @@ def print_tally(by_scenario: dict[str, Tally], failed: list[dict[str, object]]) 
         t = by_scenario[name]
         worst = "-" if t.worst_recovery_p99 is None else f"{t.worst_recovery_p99:.2f}s"
         print(f"{name:<20} {t.runs:>5} {t.passed:>6} " + " ".join(f"{t.sums[c]:>9}" for c in columns) + f" {worst:>8}")
-        total.runs += t.runs
-        total.passed += t.passed
-        for c in SUMMED:
-            total.sums[c] += t.sums[c]
+        total.merge(t)
     print(f"{'all':<20} {total.runs:>5} {total.passed:>6} " + " ".join(f"{total.sums[c]:>9}" for c in columns))
     others = [g for g in GATES if g not in columns and total.sums[g]]
     print("other gates: " + (", ".join(f"{g}={total.sums[g]}" for g in others) if others else "all 0"))
