@@ -66,9 +66,19 @@ def sleep_plain(seconds: float = 5.0, ledger: str = "") -> None:
 
 
 @task(name="tests.sleep_pid", visibility_timeout=1, max_retries=2)
-def sleep_pid(seconds: float = 5.0, ledger: str = "") -> dict[str, int]:
-    """tests.sleep_plain that returns its pid, so a test can tell whose completion was recorded."""
-    sleep_plain(seconds, ledger)
+def sleep_pid(context: JobContext, seconds: float = 5.0, ledger: str = "", retry_gate: str = "") -> dict[str, int]:
+    """tests.sleep_plain that returns its pid, so a test can tell whose completion was recorded. A retry
+    (attempt 2 on) with a `retry_gate` path also holds the job until that file exists (at most 60 s), so a
+    test decides, by event rather than by timing, when the second run may finish."""
+    if ledger:
+        _append(ledger, f"start {os.getpid()}")
+    time.sleep(seconds)
+    if retry_gate and context.attempt > 1:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(retry_gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    if ledger:
+        _append(ledger, f"end {os.getpid()}")
     return {"pid": os.getpid()}
 
 
