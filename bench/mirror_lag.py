@@ -127,10 +127,10 @@ def main() -> None:
     started = time.monotonic()
     producer = subprocess.run(
         [sys.executable, __file__, "--produce", server.url, str(args.rate), str(args.seconds)],
-        env=env, cwd=ROOT, check=True,
+        env=env, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    del producer
-    expected = int(args.rate * args.seconds) - args.rate // 100  # the producer may round down a tick
+    print(producer.stdout, end="")
+    expected = int(producer.stdout.split()[1])  # "produced N jobs in …": wait for every one of them
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         done = len(lags)
@@ -159,7 +159,7 @@ def main() -> None:
     rows = sum(b.rows for b in batches)
     busy = sum(b.seconds for b in batches)
     print(f"database: {connection.vendor}  rate: {args.rate}/s for {args.seconds:.0f}s  workers: {args.workers}")
-    print(f"jobs completed in the database: {completed} of {expected}; lag samples: {len(lags)}")
+    print(f"jobs completed in the database: {completed} of {expected} produced; lag samples: {len(lags)}")
     print(
         f"final-state lag ms: p50={pct(50):.0f} p95={pct(95):.0f} p99={pct(99):.0f} max={lags[-1] * 1000:.0f} "
         f"mean={statistics.fmean(lags) * 1000:.0f}"

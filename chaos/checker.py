@@ -14,7 +14,8 @@ from typing import cast
 import redis
 
 from chaos.ledger import Accepted, Execution, Fault, Ledger
-from chaos.tasks import QUEUE
+from chaos.tasks import FLAKY_DELAY_CAP_S, FLAKY_DELAY_S, FLAKY_RETRIES, QUEUE, FlakyError
+from jobconsole.core.backoff import Backoff, retry_delay
 from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
 
@@ -22,6 +23,7 @@ EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float sec
 PROCESS_FAULTS = {"kill", "stop", "term", "crash", "power_loss"}
 MARKS = {"aof_copy"}  # ledger rows that mark a moment (when the AOF was copied), not a fault
 SPARED = {"requeued", "completed"}  # how an on_shutdown=requeue attempt may end under a graceful SIGTERM
+FLAKY_ERROR = f"{FlakyError.__module__}.{FlakyError.__qualname__}"  # as the engine records a class
 
 
 @dataclass
@@ -52,7 +54,10 @@ class Report:
     live_worker_leases_lost: int = 0  # worker_lost attempts of workers the harness never stopped or killed
     shutdown_attempts_used: int = 0  # on_shutdown=requeue jobs charged an attempt by a graceful SIGTERM
     stale_reports: int = 0
+    never_accepted: int = 0  # jobs that ran though no enqueue of theirs was accepted (an unknown outcome, or a leak)
     orphans: int = 0  # Redis entries left inconsistent once the queue drained (see leftovers())
+    histories_checked: int = 0  # completed chaos.flaky jobs whose attempt history was read attempt by attempt
+    history_defects: int = 0  # of those, histories with a defect (see history_defects())
     dlq_attempts: list[int] = field(default_factory=list)
     recovery: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -210,6 +215,7 @@ def judge(
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
     unknown = set(by_job) - set(accepted)
+    report.never_accepted = len(unknown)
     if unknown:
         report.notes.append(f"{len(unknown)} executed job(s) were never accepted (enqueue outcome unknown)")
 
@@ -225,6 +231,11 @@ def judge(
             continue
         held = leases(job)
         _judge_leases(report, runs, held, matched)
+        if job.task == "chaos.flaky" and job.state.value == "completed":
+            report.histories_checked += 1
+            if defects := history_defects(job, runs):
+                report.history_defects += 1
+                report.notes += [f"history of {job_id}: {d}" for d in defects[:3]]
         report.early += sum(1 for e in runs if e.started < a.not_before - EPS)
         for lease in held:
             if lease.outcome == "worker_lost" and lease.pid not in faulted:
@@ -307,6 +318,61 @@ def _judge_leases(report: Report, runs: list[Execution], held: list[Lease], matc
             report.rerun_after_ack += 1
     report.overlaps += count_overlaps(valid) + sum(n - 1 for n in used.values() if n > 1)
     report.wallclock_overlaps += count_overlaps(actual)
+
+
+def history_defects(job: Job, runs: list[Execution]) -> list[str]:
+    """What is wrong with a completed chaos.flaky job's attempt history (empty: nothing). It must hold every
+    attempt, numbered 1..n in order and not overlapping, each with its worker, pid and times (an attempt a
+    graceful shutdown gave back, `requeued`, does not count: the next one runs under the same number); the planned
+    failures as `failed` with the error's class, traceback and top frame (or `worker_lost` when a kill got
+    there first), matched by a failing run in the ledger; `completed` once, last; nothing but kills between;
+    and no retry of a failure before the smallest delay its backoff allows. The ledger's runs of the job
+    must never go back to a lower attempt number."""
+    fail_first = int(job.params.get("fail_first", 0))
+    history = job.history
+    defects: list[str] = []
+    counted = [a.attempt for a in history if a.outcome != "requeued"]
+    if counted != list(range(1, len(counted) + 1)) or len(counted) != job.attempts:
+        defects.append(f"attempt numbers {[a.attempt for a in history]} for {job.attempts} attempts")
+    if [a.outcome for a in history].count("completed") != 1 or history[-1].outcome != "completed":
+        defects.append("not exactly one completed attempt, the last one")
+    for a, after in zip(history, [*history[1:], None], strict=True):
+        if a.started_at is None or a.ended_at is None or a.ended_at < a.started_at or not a.worker or a.pid <= 0:
+            defects.append(f"attempt {a.attempt}: worker, pid or times missing")
+            continue
+        if after is not None and after.started_at is not None and after.started_at < a.ended_at:
+            defects.append(f"attempt {after.attempt} began before attempt {a.attempt} ended")
+        if a.outcome == "failed":
+            if a.attempt > fail_first:
+                defects.append(f"attempt {a.attempt} failed; only the first {fail_first} should")
+            if (
+                a.error_class != FLAKY_ERROR
+                or f"{FlakyError.__name__}: planned failure" not in a.traceback
+                or ("chaos/tasks.py" not in a.top_frame)
+            ):
+                defects.append(f"attempt {a.attempt}: error class, traceback or top frame missing")
+            if not any(
+                e.attempt == a.attempt and e.worker == a.worker and e.outcome == FlakyError.__name__ for e in runs
+            ):
+                defects.append(f"attempt {a.attempt} recorded as failed without a failing run in the ledger")
+            if after is not None and after.started_at is not None and a.attempt <= FLAKY_RETRIES:
+                # chaos.flaky's backoff is exponential with equal jitter: never under half the exponential delay.
+                least = retry_delay(Backoff.EXPONENTIAL, FLAKY_DELAY_S, a.attempt, FLAKY_DELAY_CAP_S) / 2
+                waited = (after.started_at - a.ended_at).total_seconds()
+                if waited < least - EPS:
+                    defects.append(f"attempt {after.attempt} began {waited:.3f}s after a failure, backoff >= {least}s")
+        elif a.outcome == "completed":
+            if a.attempt <= fail_first:
+                defects.append(f"attempt {a.attempt} completed; the first {fail_first} fail")
+        elif a.outcome == "requeued":
+            if after is None or after.attempt != a.attempt:
+                defects.append(f"attempt {a.attempt} was given back but not run again under its number")
+        elif a.outcome != "worker_lost":
+            defects.append(f"attempt {a.attempt}: unexpected outcome {a.outcome!r}")
+    in_order = [e.attempt for e in sorted(runs, key=lambda e: e.started)]
+    if in_order != sorted(in_order):
+        defects.append(f"the ledger's runs went back to a lower attempt: {in_order}")
+    return defects
 
 
 def recovery_times(faults: list[Fault], executions: list[Execution], matched: dict[Execution, Lease]) -> list[float]:

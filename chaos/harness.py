@@ -16,11 +16,13 @@ from chaos.cluster import Cluster, Proc
 from chaos.ledger import Accepted, Ledger
 from chaos.proxy import Mode, Proxy
 from chaos.tasks import LEASE_S, QUEUE
-from jobconsole.core import Client, JobSpec
+from jobconsole.core import Client, EnqueueResult, JobSpec, RedisFull
 from jobconsole.core.connection import connect
 from jobconsole.core.ids import new_job_id
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from tests.redis_server import RedisServer
+
+REFUSED_RETRY_S = 0.05  # a producer refused by a full Redis sends again after this
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,11 @@ class Producer(threading.Thread):
     With `single`, each job goes alone through `Client.enqueue` without an id of its own, the way most
     producers call it (and the path that may put it in the queue's intake): it enters the ledger under the
     id the call returned. A call that fails has an unknown outcome and is not re-sent (without an id, a
-    re-send would be a second job); if that job ran, the checker reports it as never accepted."""
+    re-send would be a second job); if that job ran, the checker reports it as never accepted.
+
+    RedisFull is different: its outcome is known (nothing was written), so the refused jobs are sent again,
+    after REFUSED_RETRY_S, until Redis takes them. A job refused with its own id and taken later must then be
+    'created', never 'exists': `refused_left_trace` counts those that were not."""
 
     def __init__(
         self, client: Client, ledger: Ledger, plan: Sequence[Planned], rate: float, batch: int = 50,
@@ -56,6 +62,10 @@ class Producer(threading.Thread):
         self.batch = 1 if single else batch
         self.single = single
         self.failed_sends = 0
+        self.refusals = 0  # RedisFull replies (a refused batch counts once)
+        self.refused_left_trace = 0
+        self.last_accepted = 0.0  # monotonic
+        self._refused_ids: set[str] = set()  # refused with their own id, and sent only into refusals since
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -73,31 +83,57 @@ class Producer(threading.Thread):
             self.error = exc
 
     def _send_one(self, planned: Planned) -> None:
-        sent_at = time.time()
         spec = planned.spec
-        try:
-            result = self.client.enqueue(spec.task, spec.params, delay=spec.delay)
-        except RETRYABLE_ERRORS:
-            self.failed_sends += 1
-            time.sleep(0.1)
-            return
-        self.ledger.accept([Accepted(result.id, spec.task, planned.expect, sent_at + (spec.delay or 0.0))])
-
-    def _send(self, chunk: Sequence[Planned]) -> None:
-        sent_at = time.time()  # Redis stamps run_at = its now (>= this) + delay: a lower bound
-        deadline = time.monotonic() + 120
         while True:
+            sent_at = time.time()
             try:
-                self.client.enqueue_many([p.spec for p in chunk])
+                result = self.client.enqueue(spec.task, spec.params, delay=spec.delay)
                 break
+            except RedisFull:
+                self._refused()
             except RETRYABLE_ERRORS:
                 self.failed_sends += 1
+                time.sleep(0.1)
+                return
+        self._accepted([planned], [result], sent_at)
+
+    def _send(self, chunk: Sequence[Planned]) -> None:
+        deadline = time.monotonic() + 120
+        waiting = {p.spec.id or "": p for p in chunk}
+        while waiting:
+            sent_at = time.time()  # Redis stamps run_at = its now (>= this) + delay: a lower bound
+            try:
+                self._accepted(
+                    list(waiting.values()), self.client.enqueue_many([p.spec for p in waiting.values()]), sent_at
+                )
+                return
+            except RedisFull as full:
+                self._accepted([waiting[r.id] for r in full.accepted], full.accepted, sent_at)
+                waiting = {job_id: waiting[job_id] for job_id in full.refused}
+                self._refused_ids.update(waiting)
+                self._refused()
+            except RETRYABLE_ERRORS:
+                self.failed_sends += 1
+                self._refused_ids.difference_update(waiting)  # the outcome is unknown now: 'exists' is fair
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+    def _accepted(self, planned: Sequence[Planned], results: Sequence[EnqueueResult], sent_at: float) -> None:
+        for result in results:
+            if result.id in self._refused_ids:
+                self._refused_ids.discard(result.id)
+                if not result.created:
+                    self.refused_left_trace += 1
         self.ledger.accept(
-            Accepted(p.spec.id or "", p.spec.task, p.expect, sent_at + (p.spec.delay or 0.0)) for p in chunk
+            Accepted(r.id, p.spec.task, p.expect, sent_at + (p.spec.delay or 0.0))
+            for p, r in zip(planned, results, strict=True)
         )
+        self.last_accepted = time.monotonic()
+
+    def _refused(self) -> None:
+        self.refusals += 1
+        time.sleep(REFUSED_RETRY_S)
 
 
 @dataclass

@@ -33,6 +33,7 @@ GATES = (
     "unexpected_dead",
     "shutdown_attempts_used",
     "orphans",
+    "history_defects",
 )
 GROUPS = "n/a: concurrency groups are not built yet"
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "var" / "chaos" / "runs.jsonl"
@@ -48,7 +49,8 @@ class Result:
     @property
     def failures(self) -> list[str]:
         gates = GATES + self.scenario.extra_gates
-        return [f"{gate}={getattr(self.report, gate)}" for gate in gates if getattr(self.report, gate)]
+        counts = {gate: self.tallies[gate] if gate in self.tallies else getattr(self.report, gate) for gate in gates}
+        return [f"{gate}={count}" for gate, count in counts.items() if count]
 
     @property
     def passed(self) -> bool:
@@ -113,6 +115,13 @@ def rollback_loss(rep: Report) -> str:
     return f"{rep.lost_in_rollback} (accepted at most {rep.rollback_loss_age * 1000:.0f} ms before the power loss)"
 
 
+def histories(rep: Report) -> str:
+    if not rep.histories_checked:
+        return "-"
+    complete = rep.histories_checked - rep.history_defects
+    return f"{complete} / {rep.histories_checked} ({100 * complete / rep.histories_checked:.1f}%)"
+
+
 def print_result(res: Result) -> None:
     rep = res.report
     dlq = f"{min(rep.dlq_attempts)}-{max(rep.dlq_attempts)}" if rep.dlq_attempts else "-"
@@ -144,6 +153,7 @@ def print_result(res: Result) -> None:
         ("orphaned Redis entries", rep.orphans),
         ("executions with no lease in history", rep.unmatched),
         ("poison attempts before DLQ", dlq),
+        ("attempt histories complete (flaky jobs)", histories(rep)),
     ]
     print(f"\n== {res.scenario.name}: {res.scenario.title} ({res.seconds:.1f}s)")
     for label, value in rows:

@@ -8,14 +8,18 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import cast
 
 from chaos.harness import Ctx, Planned, work
 from chaos.proxy import Mode, Proxy
-from chaos.tasks import LEASE_S, QUEUE, SPIN_LEASE_S
-from jobconsole.core import keys
+from chaos.tasks import FLAKY_RETRIES, LEASE_S, QUEUE, SPIN_LEASE_S
+from jobconsole.core import keys, scripts
+from jobconsole.core.errors import JobNotFound, JobStateConflict
 from jobconsole.core.intake import DEFAULT_EVENTS_MAXLEN, drain
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
+from jobconsole.core.streams import parse_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +28,7 @@ class Scenario:
     title: str
     run: Callable[[Ctx], None]
     appendfsync: str = "always"
-    extra_gates: tuple[str, ...] = ()  # counts (chaos.checker.Report fields) that must also be 0 here
+    extra_gates: tuple[str, ...] = ()  # counts (Report fields or the scenario's tallies) that must also be 0 here
 
 
 def kill_loop(ctx: Ctx) -> None:
@@ -36,13 +40,21 @@ def kill_loop(ctx: Ctx) -> None:
     rate = ctx.size(150, 300)
     ctx.produce(plan[::2], rate=rate / 2)
     ctx.produce(plan[1::2], rate=rate / 2, single=True)  # one by one, through the intake when workers are busy
+    _kill_workers_under_load(ctx)
+    ctx.settle()
+
+
+def _kill_workers_under_load(ctx: Ctx, after_each: Callable[[], object] | None = None) -> None:
+    """SIGKILL a random worker (and start its replacement) every 0.5-2 s (quick: 0.3-1 s) while the load lasts,
+    at least twice; `after_each` runs after every kill."""
     low, high = ctx.size(0.3, 0.5), ctx.size(1.0, 2.0)
     for done in itertools.count():
         if not ctx.faulting(done):
             break
         ctx.sleep(low, high)
         ctx.kill_a_worker()
-    ctx.settle()
+        if after_each is not None:
+            after_each()
 
 
 def kill_before_ack(ctx: Ctx) -> None:
@@ -176,6 +188,57 @@ def poison(ctx: Ctx) -> None:
     ctx.settle(timeout=90)
 
 
+def flaky(ctx: Ctx) -> None:
+    """#13: handlers that raise on their first attempts (a seeded number of them, some past max_retries) while
+    workers are killed; meanwhile an operator resubmits what reached the dead-letter set (Client.requeue, as the
+    console does). The checker reads every job's attempt history: each attempt there, numbered in order, with
+    its worker, times and error, none before its retry's backoff was over (chaos.checker.history_defects)."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(200, 3000))
+    # fail_first > FLAKY_RETRIES: dead-lettered after every allowed attempt failed, completed once resubmitted.
+    failures = [0, 0, 1, 1, 2, 3, FLAKY_RETRIES + 1]
+    plan = [
+        work(f"f{i}", ctx.rng.choice([0.0, 0.0, 0.02, 0.1]), task="chaos.flaky", fail_first=ctx.rng.choice(failures))
+        for i in range(n)
+    ]
+    ctx.produce(plan, rate=ctx.size(80, 150))
+    resubmits: list[int] = []
+    _kill_workers_under_load(ctx, lambda: resubmits.append(_resubmit_dead(ctx)))
+    ctx.settle()
+    resubmitted = sum(resubmits) + _resubmit_until_none_dead(ctx)
+    ctx.notes.append(f"resubmitted {resubmitted} dead-lettered job(s), history kept")
+
+
+def _resubmit_until_none_dead(ctx: Ctx, task: str | None = None) -> int:
+    """Once the queue has drained: resubmit the dead-lettered jobs (of `task`) and let them run, again while
+    some end up dead once more (a resubmitted job can be killed back into the dead-letter set)."""
+    resubmitted = 0
+    for _ in range(FLAKY_RETRIES + 2):
+        if not (again := _resubmit_dead(ctx, task)):
+            break
+        resubmitted += again
+        ctx.settle()
+    return resubmitted
+
+
+def _resubmit_dead(ctx: Ctx, task: str | None = None) -> int:
+    """Requeue every dead-lettered job (of `task`, if given); attempts are not reset, so its history goes on
+    at the next number."""
+    requeued = 0
+    try:
+        k = queue_keys(QUEUE)
+        for job_id in cast(list[str], ctx.r.zrange(k.dead, 0, -1)):
+            if task is not None and ctx.r.hget(k.job(job_id), "task") != task:
+                continue
+            with contextlib.suppress(JobStateConflict, JobNotFound):  # changed meanwhile: judged by the checker
+                ctx.client.requeue(job_id, QUEUE)
+                requeued += 1
+    except RETRYABLE_ERRORS:
+        pass  # the next pass tries again
+    return requeued
+
+
 def delayed(ctx: Ctx) -> None:
     """#14 (the part that exists): delayed jobs while workers and the recoverer (the promoter) are killed:
     each runs, never before its run_at. Concurrency groups are not built yet (a later roadmap item)."""
@@ -259,6 +322,149 @@ def intake(ctx: Ctx) -> None:
             ctx.kill_a_worker()
     ctx.notes.append(f"the intake held up to {longest} jobs when sampled")
     ctx.settle(timeout=120.0)
+
+
+def redis_full(ctx: Ctx) -> None:
+    """#6, its memory half: Redis reaches maxmemory (policy noeviction) under load. Producers are refused with
+    RedisFull and send again (harness.Producer); each time Redis has stayed full for a while, with workers
+    killed and restarted meanwhile (a worker must start while Redis is full), an operator raises maxmemory by
+    the same step and the producers go on by themselves. Nothing refused may leave a trace, every accepted
+    job runs, and the workers must finish jobs in every full spell (none may stall). The database mirror runs
+    throughout and must hold every accepted job as completed at the end."""
+    ctx.cluster.migrate()
+    ctx.cluster.start_mirror()
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    scripts.load_all(ctx.r)  # loaded scripts take memory too: in before the limit is set
+    step = int(ctx.size(1_500_000, 4_000_000))  # about 1,000 (quick) or 2,700 jobs of 1 KB ballast
+    limit = _used_memory(ctx) + step
+    ctx.r.config_set("maxmemory", limit)
+    n = int(ctx.size(3000, 14_000))
+    plan = [work(f"m{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.05]), pad="x" * 1000) for i in range(n)]
+    rate = ctx.size(500, 600)
+    ctx.produce(plan[::2], rate=rate / 2)
+    ctx.produce(plan[1::2], rate=rate / 2, single=True)
+    seen = FullSpells()
+    while ctx.producing():
+        if not _wait(partial(_filled, ctx, _refusals(ctx)), 60):
+            ctx.notes.append("Redis did not fill up within 60 s")
+            break
+        if ctx.producing():
+            limit = _full_spell(ctx, seen, limit, step)
+    ctx.r.config_set("maxmemory", 0)  # the load is over: the operator lifts the limit (the checks read freely)
+    settle_with_mirror(ctx, timeout=120.0)
+    with contextlib.closing(sqlite3.connect(ctx.cluster.mirror_db)) as db:
+        mirrored = {row[0] for row in db.execute("SELECT id FROM jobconsole_job WHERE state = 'completed'")}
+    refusals = _refusals(ctx)
+    ctx.tallies |= {
+        "refusals": refusals,
+        "full_spells": seen.spells,
+        "full_spells_stalled": seen.stalled,
+        "finished_while_full": seen.finished,
+        "refused_left_trace": sum(p.refused_left_trace for p in ctx.producers),
+        "memory_overshoot_kb": round(seen.overshoot / 1000),
+        "mirror_stalled_spells": seen.mirror_stalled,
+        "mirror_missing": len({a.job_id for a in ctx.ledger.accepted()} - mirrored),
+    }
+    ctx.notes.append(
+        f"Redis full {seen.spells} times ({seen.seconds:.1f}s in all): {refusals} refused sends, {seen.finished} "
+        f"jobs finished while full, at most {seen.overshoot / 1e6:.2f} MB over maxmemory; producers resumed within "
+        f"{seen.resume_s * 1000:.0f} ms of each raise; the mirror read on in {seen.spells - seen.mirror_stalled} "
+        f"of {seen.spells} spells and holds {len(mirrored)} completed jobs"
+    )
+
+
+@dataclass
+class FullSpells:
+    """What redis_full saw over the spells in which Redis was full."""
+
+    spells: int = 0
+    stalled: int = 0  # spells with jobs waiting or running and none finished
+    mirror_stalled: int = 0  # spells in which the mirror did not read up to the last event within 5 s
+    finished: int = 0  # jobs finished while Redis was full
+    seconds: float = 0.0
+    resume_s: float = 0.0  # the longest wait, after a raise, for the producers' next accepted send
+    overshoot: int = 0  # the most Redis used past maxmemory (bytes)
+
+
+def _full_spell(ctx: Ctx, seen: FullSpells, limit: int, step: int) -> int:
+    """Redis has just refused a send: stop workers (SIGKILL or SIGTERM, in turn) and wait for their replacements
+    to start, let it stay full for 0.5-1.5 s more, check that jobs finished and the mirror read meanwhile, then
+    raise maxmemory (the operator's answer) and wait for the producers to be accepted again. Returns the new
+    limit."""
+    seen.spells += 1
+    began = time.monotonic()
+    completed = ctx.client.counts(QUEUE).completed
+    for i in range(int(ctx.size(1, 2))):  # a worker stops, and its replacement must start, while Redis is full
+        ctx.sleep(0.3, 0.8)
+        if (seen.spells + i) % 2:
+            ctx.term_a_worker(grace=2 * LEASE_S)  # graceful: its last reports and its goodbye must go through
+        else:
+            ctx.kill_a_worker()
+        ctx.cluster.wait_started(list(ctx.cluster.workers.values()))
+    end = time.monotonic() + ctx.rng.uniform(0.5, 1.5)
+    while time.monotonic() < end:
+        seen.overshoot = max(seen.overshoot, _used_memory(ctx) - limit)
+        time.sleep(0.05)
+    counts = ctx.client.counts(QUEUE)
+    finished = counts.completed - completed
+    seen.finished += finished
+    seen.stalled += finished == 0 and counts.queued + counts.running > 0
+    # The mirror reads on while Redis is full: it reaches the events written so far within 5 s.
+    written = ctx.r.xinfo_stream(queue_keys(QUEUE).events)["last-generated-id"]
+    seen.mirror_stalled += not _wait(partial(_mirror_read_up_to, ctx, written), 5.0)
+    # The operator raises maxmemory: past what Redis uses now (draining went over the limit) by a step.
+    limit = max(limit, _used_memory(ctx)) + step
+    ctx.r.config_set("maxmemory", limit)
+    raised = time.monotonic()
+    seen.seconds += raised - began
+    if _wait(partial(_resumed, ctx, raised), 10):
+        seen.resume_s = max(seen.resume_s, _last_accepted(ctx) - raised)
+    return limit
+
+
+# Besides the common gates: nothing refused ran or left a trace, and neither the workers nor the mirror stalled.
+REDIS_FULL_GATES = (
+    "never_accepted", "refused_left_trace", "full_spells_stalled", "mirror_stalled_spells", "mirror_missing",
+)  # fmt: skip
+
+
+def _refusals(ctx: Ctx) -> int:
+    return sum(p.refusals for p in ctx.producers)
+
+
+def _last_accepted(ctx: Ctx) -> float:
+    return max(p.last_accepted for p in ctx.producers)
+
+
+def _filled(ctx: Ctx, refusals_before: int) -> bool:
+    """Redis refused a send since `refusals_before` was read (or the load is over)."""
+    return _refusals(ctx) > refusals_before or not ctx.producing()
+
+
+def _resumed(ctx: Ctx, since: float) -> bool:
+    """A producer had a send accepted after `since` (monotonic), or the load is over."""
+    return _last_accepted(ctx) > since or not ctx.producing()
+
+
+def _mirror_read_up_to(ctx: Ctx, entry_id: str) -> bool:
+    """The mirror's consumer group has been handed every event up to `entry_id` of the chaos queue."""
+    groups = ctx.r.xinfo_groups(queue_keys(QUEUE).events)
+    group = next((g for g in groups if g["name"] == keys.MIRROR_GROUP), None)
+    return group is not None and parse_id(group["last-delivered-id"]) >= parse_id(entry_id)
+
+
+def _used_memory(ctx: Ctx) -> int:
+    return int(ctx.r.info("memory")["used_memory"])
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def power_loss(ctx: Ctx) -> None:
@@ -395,6 +601,10 @@ def soak(ctx: Ctx) -> None:
                 plan.append(work(f"m{i}", ctx.rng.uniform(0.1, 1.0), heartbeat=True))
             elif kind < 0.45:
                 plan.append(work(f"m{i}", ctx.rng.choice([0.0, 0.05]), delay=ctx.rng.uniform(0.0, 3.0)))
+            elif kind < 0.55:  # their attempt histories are checked too (see flaky)
+                plan.append(
+                    work(f"m{i}", ctx.rng.choice([0.0, 0.05]), task="chaos.flaky", fail_first=ctx.rng.choice([1, 2]))
+                )
             else:
                 plan.append(work(f"m{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.2])))
         ctx.produce(plan[::2], rate=rate / 2)
@@ -423,6 +633,9 @@ def soak(ctx: Ctx) -> None:
                 recoverer = ctx.cluster.start_recoverer()
         ctx.notes.append("faults: " + ", ".join(f"{name} {n}" for name, n in sorted(faults.items())))
         ctx.settle(timeout=120.0)
+        # A flaky job that faults pushed past its retries is resubmitted, as in flaky; any other dead job is
+        # left for the checker (unexpected).
+        _resubmit_until_none_dead(ctx, task="chaos.flaky")
         memory_after = int(ctx.r.info("memory")["used_memory"])
         ctx.notes.append(f"redis used_memory {memory_before / 1e6:.1f} MB before, {memory_after / 1e6:.1f} MB after")
     finally:
@@ -442,10 +655,17 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("redis_freeze", "redis-server frozen past the lease", redis_freeze),
         Scenario("network", "TCP proxy: RST, blackhole, delay", network),
         Scenario("poison", "poison jobs crash their worker", poison),
+        Scenario("flaky", "failing handlers, kills, resubmits: histories", flaky),
         Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
         Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
         Scenario("cpu_bound", "CPU-bound tasks starve nothing", cpu_bound, extra_gates=("live_worker_leases_lost",)),
         Scenario("intake", "busy workers: jobs wait in the intake; kills", intake),
+        Scenario(
+            "redis_full",
+            "Redis at maxmemory: enqueues refused, workers drain",
+            redis_full,
+            extra_gates=REDIS_FULL_GATES,
+        ),
         Scenario("power_loss", "Redis rolled back by a power loss; the mirror restores", power_loss),
         Scenario("soak", "every fault above, mixed at random", soak),
     ]

@@ -9,6 +9,7 @@ from typing import Any
 
 from chaos.ledger import Ledger
 from jobconsole.core import JobContext, task
+from jobconsole.core.backoff import Backoff
 from jobconsole.core.execution import RunningJob
 
 QUEUE = "chaos"
@@ -18,6 +19,11 @@ LEASE_S = 1.0  # visibility_timeout of every chaos task: faults are sized in mul
 # run the process at all, which no heartbeat design inside it can help. Twice that is still far below the
 # 30 s default and short enough that a task spinning 1.5x its lease depends on the heartbeat thread.
 SPIN_LEASE_S = 2.0
+# chaos.flaky's retry policy (exponential with equal jitter); the checker verifies that every retry waited at
+# least half the exponential delay.
+FLAKY_RETRIES = 4
+FLAKY_DELAY_S = 0.1
+FLAKY_DELAY_CAP_S = 0.8
 
 _ledger: Ledger | None = None
 
@@ -71,9 +77,11 @@ def _run(context: JobContext, key: str, seconds: float, heartbeat: bool, die_aft
 
 @task(name="chaos.work", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1)
 def work(
-    context: JobContext, key: str, seconds: float = 0.0, heartbeat: bool = True, die_after_effect: bool = False
-) -> dict[str, Any]:
-    """Sleeps `seconds` (calling heartbeat() unless told not to), then applies its side effect `key` once."""
+    context: JobContext, key: str, seconds: float = 0.0, heartbeat: bool = True, die_after_effect: bool = False,
+    pad: str = "",
+) -> dict[str, Any]:  # fmt: skip
+    """Sleeps `seconds` (calling heartbeat() unless told not to), then applies its side effect `key` once.
+    `pad` is ballast: memory the job takes in Redis (redis_full fills Redis with it)."""
     return _run(context, key, seconds, heartbeat, die_after_effect)
 
 
@@ -103,3 +111,23 @@ def poison(context: JobContext, key: str) -> None:
     """Crashes its worker process on every attempt (like a segfault): it must end in the dead-letter set."""
     began(context)
     os._exit(70)
+
+
+class FlakyError(Exception):
+    """What chaos.flaky raises on its planned failing attempts: a handler's error, not a crash."""
+
+
+@task(
+    name="chaos.flaky", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=FLAKY_RETRIES,
+    retry_delay=FLAKY_DELAY_S, backoff_strategy=Backoff.EXPONENTIAL_JITTER, max_retry_delay=FLAKY_DELAY_CAP_S,
+)  # fmt: skip
+def flaky(context: JobContext, key: str, seconds: float = 0.0, fail_first: int = 0) -> dict[str, Any]:
+    """Raises FlakyError on attempts 1..fail_first (after `seconds` of work), then behaves as chaos.work.
+    With fail_first above FLAKY_RETRIES it ends in the dead-letter set until an operator resubmits it."""
+    if context.attempt > fail_first:
+        return _run(context, key, seconds, True, False)
+    book = ledger()
+    execution = began(context)
+    time.sleep(seconds)
+    book.ended(execution, FlakyError.__name__)
+    raise FlakyError(f"planned failure {context.attempt} of {fail_first}")

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 from django.db import transaction
 
-from jobconsole.core import JobQueueError, JobSpec
+from jobconsole.core import JobQueueError, JobSpec, RedisFull
 from jobconsole.core.ids import new_job_id
 from jobconsole.engine import get_client
 from jobconsole.mirror.config import outbox_config
@@ -57,20 +57,27 @@ def publish(ids: Sequence[str], *, using: str | None = None) -> int:
     entries = list(OutboxEntry.objects.using(using).filter(id__in=list(ids), published_at__isnull=True))
     if not entries:
         return 0
+    error: Exception | None = None
     try:
         results = get_client().enqueue_many([_from_json(e.spec) for e in entries])
+        sent, unsent = entries, []
+    except RedisFull as full:  # the jobs Redis took before it filled up are published; the rest wait
+        error, results = full, full.accepted
+        refused = set(full.refused)
+        sent, unsent = [e for e in entries if e.id not in refused], [e for e in entries if e.id in refused]
     except (JobQueueError, redis.RedisError) as exc:
-        log.warning("outbox publish failed entries=%d error=%s; the relay will retry", len(entries), exc)
-        for e in entries:
-            e.tries += 1
-            e.last_error = str(exc)[:2000]
-        OutboxEntry.objects.using(using).bulk_update(entries, ["tries", "last_error"])
-        return 0
+        error, results, sent, unsent = exc, [], [], entries
     now = datetime.now(UTC)
-    for e, r in zip(entries, results, strict=True):
+    for e, r in zip(sent, results, strict=True):  # in order; r.id is another job's for a held unique key
         e.published_at, e.status, e.tries = now, r.status, e.tries + 1
-    OutboxEntry.objects.using(using).bulk_update(entries, ["published_at", "status", "tries"])
-    return len(entries)
+    OutboxEntry.objects.using(using).bulk_update(sent, ["published_at", "status", "tries"])
+    if error is not None:
+        log.warning("outbox publish failed entries=%d error=%s; the relay will retry", len(unsent), error)
+        for e in unsent:
+            e.tries += 1
+            e.last_error = str(error)[:2000]
+        OutboxEntry.objects.using(using).bulk_update(unsent, ["tries", "last_error"])
+    return len(sent)
 
 
 def relay(*, limit: int = 1000, older_than: float | None = None, using: str | None = None) -> int:

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from chaos.checker import judge, leftovers
+from chaos.checker import FLAKY_ERROR, Report, history_defects, judge, leftovers
 from chaos.ledger import Accepted, Execution, Fault
 from chaos.run import GATES, Result, print_result, run_scenario
-from chaos.scenarios import SCENARIOS
+from chaos.scenarios import REDIS_FULL_GATES, SCENARIOS
 from chaos.tasks import QUEUE
 from jobconsole.core import Client, Job, TaskRegistry
 from jobconsole.core.keys import queue_keys
@@ -45,6 +45,18 @@ def test_quick_scenario(name: str, quick_results: dict[str, Result | BaseExcepti
     rep = result.report
     assert rep.accepted > 0 and rep.executions >= rep.accepted - rep.lost
     assert {gate: getattr(rep, gate) for gate in GATES} == dict.fromkeys(GATES, 0), rep.notes
+    assert result.passed, (result.failures, rep.notes)  # also the scenario's own gates
+
+
+def test_a_scenario_fails_on_its_own_gates_among_its_tallies() -> None:
+    scenario = SCENARIOS["redis_full"]
+    tallies = {"refusals": 40} | {gate: 0 for gate in REDIS_FULL_GATES if gate != "never_accepted"}  # a Report field
+    assert Result(scenario, Report(accepted=9), 1.0, tallies).passed
+    assert Result(scenario, Report(accepted=9), 1.0, tallies | {"refused_left_trace": 2}).failures == [
+        "refused_left_trace=2"
+    ]
+    assert Result(scenario, Report(accepted=9, never_accepted=1), 1.0, tallies).failures == ["never_accepted=1"]
+    assert Result(SCENARIOS["kill_loop"], Report(accepted=9, never_accepted=1), 1.0).passed  # not gated there
 
 
 # --- the checker on made-up data ---------------------------------------------------------------------
@@ -187,3 +199,56 @@ def test_leftovers_are_what_no_job_accounts_for(r: "redis.Redis") -> None:
     assert any(queued in f and "no set" in f for f in found)
     assert any("ghost" in f for f in found) and any("gone" in f for f in found)
     assert any(held in f and "'completed'" in f for f in found) and any("unique key 'u'" in f for f in found)
+
+
+def flaky_job(fail_first: int, *attempts: tuple[int, float, float, str], error: str = FLAKY_ERROR) -> Job:
+    """A completed chaos.flaky job; attempts are (number, started, ended, outcome), all by worker w1."""
+    failed = {"error_class": error, "traceback": "...\nchaos.tasks.FlakyError: planned failure 1 of 2\n",
+              "top_frame": "/src/chaos/tasks.py:131 in flaky"}  # fmt: skip
+    history = [
+        json.dumps({"worker": "w1", "attempt": n, "pid": 1, "started_at": int(s * 1000), "ended_at": int(e * 1000),
+                    "outcome": outcome, **(failed if outcome == "failed" else {})})
+        for n, s, e, outcome in attempts
+    ]  # fmt: skip
+    counted = sum(1 for *_, outcome in attempts if outcome != "requeued")  # a given-back attempt does not count
+    h = {"id": "f", "task": "chaos.flaky", "state": "completed", "attempts": str(counted),
+         "params": json.dumps({"key": "f", "fail_first": fail_first})}  # fmt: skip
+    return Job.from_hash(h, history)
+
+
+def failing_runs(*numbers: int) -> list[Execution]:
+    return [Execution("f", n, "t", "w1", 1, float(n), float(n), "FlakyError") for n in numbers]
+
+
+def test_history_check_passes_a_whole_history_and_names_each_kind_of_defect() -> None:
+    # Backoff after attempt 1: 0.1 s at most, so never under 0.05 s; after attempt 2: at least 0.1 s.
+    good = flaky_job(2, (1, 10.0, 10.01, "failed"), (2, 10.07, 10.08, "failed"), (3, 10.3, 10.4, "worker_lost"),
+                     (4, 11.5, 11.6, "completed"))  # fmt: skip
+    assert history_defects(good, failing_runs(1, 2)) == []
+    # A graceful shutdown gave attempt 2 back without counting it: it runs again as attempt 2.
+    given_back = flaky_job(1, (1, 10.0, 10.01, "failed"), (2, 10.1, 10.2, "requeued"), (2, 10.3, 10.4, "completed"))
+    assert history_defects(given_back, failing_runs(1)) == []
+    cases = {
+        "attempt numbers": flaky_job(1, (1, 10.0, 10.01, "failed"), (3, 10.2, 10.3, "completed")),
+        "not exactly one completed": flaky_job(0, (1, 10.0, 10.1, "completed"), (2, 10.2, 10.3, "worker_lost")),
+        "began before attempt 1 ended": flaky_job(0, (1, 10.0, 10.5, "worker_lost"), (2, 10.4, 10.6, "completed")),
+        "only the first 1 should": flaky_job(
+            1, (1, 10.0, 10.01, "failed"), (2, 10.1, 10.11, "failed"), (3, 10.5, 10.6, "completed")
+        ),
+        "backoff >= 0.05s": flaky_job(1, (1, 10.0, 10.01, "failed"), (2, 10.03, 10.1, "completed")),
+        "the first 2 fail": flaky_job(2, (1, 10.0, 10.01, "failed"), (2, 10.1, 10.2, "completed")),
+        "unexpected outcome 'timeout'": flaky_job(0, (1, 10.0, 10.1, "timeout"), (2, 10.5, 10.6, "completed")),
+        "given back but not run again": flaky_job(0, (1, 10.0, 10.1, "requeued"), (3, 10.5, 10.6, "completed")),
+    }
+    for expected, flawed in cases.items():
+        defects = history_defects(flawed, failing_runs(1, 2))
+        assert any(expected in d for d in defects), (expected, defects)
+    wrong_class = flaky_job(1, (1, 10.0, 10.01, "failed"), (2, 10.1, 10.2, "completed"), error="ValueError")
+    assert any("error class" in d for d in history_defects(wrong_class, failing_runs(1)))
+    assert any("without a failing run" in d for d in history_defects(good, failing_runs(1)))
+    backwards = [*failing_runs(1, 2), Execution("f", 1, "t", "w1", 1, 12.0, 12.1, "ok")]
+    assert any("lower attempt" in d for d in history_defects(good, backwards))
+    report = judge(accepted("f"), [*failing_runs(1, 2), Execution("f", 4, "t", "w1", 1, 11.5, 11.6, "ok")], [],
+                   {"f": flaky_job(2, (1, 10.0, 10.01, "failed"), (2, 10.02, 10.08, "failed"),
+                                   (3, 10.3, 10.4, "worker_lost"), (4, 11.5, 11.6, "completed"))})  # fmt: skip
+    assert (report.histories_checked, report.history_defects) == (1, 1)  # attempt 2 came before its backoff

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobconsole.core import keys
+from jobconsole.core import RedisFull, keys
 from jobconsole.core.editing import edit_job
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
@@ -329,3 +329,27 @@ def test_job_already_final_when_first_seen_keeps_its_history(client, mirror, r):
     assert row.state == "dead" and [a.outcome for a in row.history.all()] == ["failed"]
     assert row.dead_letters.count() == 1
     assert_db_matches_redis(r)
+
+
+def test_mirror_starts_and_keeps_up_while_redis_is_full(client, engine_settings, r):
+    """With Redis at maxmemory (noeviction) enqueues are refused, but the workers finish the backlog, and a mirror
+    that first meets the queue then must set up its consumer group, resync and read on (allow-oom scripts)."""
+    client.enqueue("examples.echo", {})  # the queue exists; scripts loaded
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 200_000)
+    try:
+        accepted = []
+        with pytest.raises(RedisFull):
+            while len(accepted) < 10_000:
+                accepted.append(client.enqueue("examples.echo", {"pad": "x" * 1000}).id)
+        assert len(accepted) > 20
+        mirror = Mirror(r, batch=200, block_ms=20)
+        mirror.drain()
+        assert Job.objects.filter(id__in=accepted, state="queued").count() == len(accepted)
+        run_worker(r, ["examples.echo"])
+        mirror.drain()
+        assert Job.objects.filter(id__in=accepted, state="completed").count() == len(accepted)
+        with pytest.raises(RedisFull):  # still full all along
+            client.enqueue("examples.echo", {"pad": "x" * 1000})
+        mirror.release()
+    finally:
+        r.config_set("maxmemory", 0)

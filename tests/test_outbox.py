@@ -1,11 +1,13 @@
 """Transactional enqueue: both or neither; published after commit; a crash after commit still publishes
 exactly one job; publishing twice never makes two jobs."""
 
+import io
+import json
 import subprocess
 import textwrap
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import transaction
 
 from jobconsole import outbox
@@ -111,3 +113,42 @@ def test_relay_never_resends_a_job_the_mirror_already_saw(client, mirror, r):
     assert outbox.relay(older_than=0) == 0
     assert jobs_in_redis(r) == [] and Job.objects.get(id=job_id).state == "completed"
     assert OutboxEntry.objects.get(id=job_id).status == "exists"
+
+
+def test_a_full_redis_takes_part_of_a_relay_and_the_rest_waits(client, r):
+    client.enqueue("examples.echo", {})  # the queue exists; scripts loaded
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", used // 2)  # full
+    try:
+        with transaction.atomic():
+            ids = [outbox.enqueue("examples.echo", {"pad": "x" * 1000}) for _ in range(600)]
+        waiting = OutboxEntry.objects.filter(published_at__isnull=True)
+        assert waiting.count() == 600 and set(waiting.values_list("tries", flat=True)) == {1}
+        assert "Redis is full" in waiting.first().last_error
+        # Room for about 250 of them: the first script of the batch goes in, the others are refused.
+        r.config_set("maxmemory", used + 300_000)
+        sent = outbox.relay(older_than=0)
+        assert 0 < sent < 600
+        published = set(OutboxEntry.objects.filter(published_at__isnull=False).values_list("id", flat=True))
+        assert published == set(jobs_in_redis(r)) & set(ids)  # exactly the jobs Redis took
+        assert len(published) == sent and set(OutboxEntry.objects.values_list("status", flat=True)) <= {"", "created"}
+    finally:
+        r.config_set("maxmemory", 0)
+    assert outbox.relay(older_than=0) == 600 - sent
+    assert not OutboxEntry.objects.filter(published_at__isnull=True).exists()
+    assert sorted(set(jobs_in_redis(r)) & set(ids)) == sorted(ids)
+    assert set(OutboxEntry.objects.values_list("status", flat=True)) == {"created"}
+
+
+def test_the_enqueue_command_prints_what_a_full_redis_took(client, r):
+    client.enqueue("examples.echo", {})  # the queue exists; scripts loaded
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 300_000)
+    out = io.StringIO()
+    try:
+        with pytest.raises(CommandError, match=r"Redis is full .* \d+ of 600 jobs enqueued, the rest not"):
+            call_command("enqueue", "examples.echo", json.dumps({"pad": "x" * 1000}), "--count", "600", stdout=out)
+    finally:
+        r.config_set("maxmemory", 0)
+    printed = [line.split()[0] for line in out.getvalue().splitlines()]
+    assert 0 < len(printed) < 600 and all(" created " in line for line in out.getvalue().splitlines())
+    assert sorted(printed) == sorted(set(jobs_in_redis(r)) - {min(jobs_in_redis(r))})  # all but the first job

@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any, cast
 
 import redis
+from redis.exceptions import OutOfMemoryError
 
 from jobconsole.core import intake, keys, scripts
 from jobconsole.core.connection import require_decoded
-from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, UnknownTask
+from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, RedisFull, UnknownTask
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.keys import QueueKeys, queue_keys
@@ -137,23 +138,31 @@ class Client:
         """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
         p = self._prepare(JobSpec(task=task, params=params, **options))
         # The common call, kept short: on this path the client's own work is a good part of the latency.
-        if p.queue not in self._known_queues:
-            self._register_queues({p.queue})
         script_keys, head = self._script_head(p.queue)
-        reply = scripts.run(
-            self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args], spin_s=self.spin_s
-        )
+        try:
+            if p.queue not in self._known_queues:
+                self._register_queues({p.queue})
+            reply = scripts.run(
+                self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args], spin_s=self.spin_s
+            )
+        except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
+            raise RedisFull([p.id]) from exc
         job_id, status, state = reply[0]
         return EnqueueResult(id=job_id, queue=p.queue, state=JobState(state), status=status)
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
-        """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent."""
+        """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent.
+        RedisFull once Redis refuses a batch: it says which jobs went in; no later batch is sent."""
         specs = list(specs)
         ids = new_job_ids(len(specs))  # used only by specs without an id of their own
         prepared = [self._prepare(spec, job_id) for spec, job_id in zip(specs, ids, strict=True)]
         results: list[EnqueueResult] = []
         for start in range(0, len(prepared), batch_size):
-            results.extend(self._send(prepared[start : start + batch_size]))
+            try:
+                results.extend(self._send(prepared[start : start + batch_size]))
+            except RedisFull as full:
+                unsent = [p.id for p in prepared[start + batch_size :]]
+                raise RedisFull(full.refused + unsent, results + full.accepted) from full.__cause__
         return results
 
     def check(self, spec: JobSpec) -> str:
@@ -212,14 +221,25 @@ class Client:
                 calls.append(("enqueue", script_keys, args))
                 chunks.append((queue, chunk))
         new_queues = set(by_queue) - self._known_queues
-        if new_queues:
-            self._register_queues(new_queues)
+        try:
+            if new_queues:
+                self._register_queues(new_queues)
+            replies = scripts.run_many(self.redis, calls)
+        except OutOfMemoryError as exc:
+            raise RedisFull([p.id for p in batch]) from exc
         found: dict[str, EnqueueResult] = {}
-        for (queue, chunk), reply in zip(chunks, scripts.run_many(self.redis, calls), strict=True):
+        full: OutOfMemoryError | None = None
+        for (queue, chunk), reply in zip(chunks, replies, strict=True):
+            if isinstance(reply, OutOfMemoryError):  # this chunk wrote nothing; others may have gone in
+                full = reply
+                continue
             if isinstance(reply, Exception):
                 raise reply
             for p, (job_id, status, state) in zip(chunk, reply, strict=True):
                 found[p.id] = EnqueueResult(id=job_id, queue=queue, state=JobState(state), status=status)
+        if full is not None:
+            refused = [p.id for p in batch if p.id not in found]
+            raise RedisFull(refused, [found[p.id] for p in batch if p.id in found]) from full
         return [found[p.id] for p in batch]
 
     def _register_queues(self, queues: set[str]) -> None:
@@ -345,7 +365,8 @@ class Client:
 
     def _set_paused(self, queue: str, paused: bool) -> bool:
         k = queue_keys(queue)
-        self.redis.sadd(keys.QUEUES, queue)
+        if not self.redis.sismember(keys.QUEUES, queue):  # a queue paused before its first job
+            self.redis.sadd(keys.QUEUES, queue)  # (no SADD otherwise: a full Redis refuses it, known or not)
         return bool(
             scripts.run(self.redis, "set_paused", [k.paused, k.events, k.wake], [self.events_maxlen, int(paused)])
         )

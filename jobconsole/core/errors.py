@@ -1,5 +1,11 @@
 """One exception root for the engine, specific subclasses, and the control-flow signals tasks raise."""
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobconsole.core.client import EnqueueResult
+
 
 class JobQueueError(Exception):
     """Root of every error the engine raises."""
@@ -34,6 +40,24 @@ class DuplicateJob(JobQueueError):
         super().__init__(f"unique key {unique_key!r} is held by live job {job_id}")
         self.job_id = job_id
         self.unique_key = unique_key
+
+
+class RedisFull(JobQueueError):
+    """Redis refused new jobs: its memory is over `maxmemory` and its policy is `noeviction`. Nothing of a
+    refused job was written, so sending it again later is safe (with its id, or as a new job). Workers keep
+    running and finishing jobs meanwhile; memory comes back as finished jobs expire, or when an operator
+    raises `maxmemory`. `refused`: the ids not enqueued; `accepted`: the results of the same call's jobs that
+    Redis took before it filled up (enqueue_many sends in batches)."""
+
+    def __init__(self, refused: Sequence[str], accepted: Sequence["EnqueueResult"] = ()) -> None:
+        self.refused = list(refused)
+        self.accepted = list(accepted)
+        total = len(self.refused) + len(self.accepted)
+        done = "job not enqueued" if total == 1 else f"{len(self.accepted)} of {total} jobs enqueued, the rest not"
+        super().__init__(
+            f"Redis is full (used memory over maxmemory, policy noeviction): {done}. Nothing of a refused job "
+            "was written: send it again once memory is freed (finished jobs expire, or raise maxmemory)."
+        )
 
 
 class LeaseLost(JobQueueError):

@@ -2,6 +2,12 @@
 
 Every script is prefixed with ``lua/_lib.lua`` (shared helpers). A restarted Redis forgets loaded
 scripts; `Scripts.run` and `Scripts.run_many` reload them and repeat only the calls that failed.
+
+Each script file begins with its shebang, ``#!lua`` and its Redis 7 flags. When Redis is full (used
+memory over `maxmemory` with the `noeviction` policy) it refuses a script without `allow-oom` before
+running any of it; only enqueue.lua, which adds jobs, goes without. Every other script finishes, moves or
+removes jobs that are already in Redis, so workers, the recoverer and operators keep draining the backlog
+while producers are refused (docs/architecture.md, "When Redis is full").
 """
 
 import hashlib
@@ -32,7 +38,11 @@ class Script:
 
 @cache
 def load(name: str) -> Script:
-    source = (LUA_DIR / "_lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+    shebang, _, body = (LUA_DIR / f"{name}.lua").read_text().partition("\n")
+    if not shebang.startswith("#!lua"):
+        raise ValueError(f"lua/{name}.lua must begin with its '#!lua' line (its flags: allow-oom or none)")
+    # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
+    source = f"{shebang}\n{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 

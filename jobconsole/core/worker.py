@@ -165,14 +165,12 @@ class Worker:
     def _startup(self) -> None:
         while True:
             try:
-                pipe = self.redis.pipeline(transaction=False)
-                pipe.sadd(keys.QUEUES, *self.queues)
-                pipe.delete(*self._inbox_queue)  # left by an earlier process of the same name: stale leases
-                options: dict[Any, Any] = self.registry.options_json()  # redis-py's Mapping is invariant
-                if options:
-                    pipe.hset(keys.TASKS, mapping=options)
-                pipe.execute()
+                self.redis.delete(*self._inbox_queue)  # left by an earlier process of the same name: stale leases
                 scripts.load_all(self.redis)
+                options = [item for pair in self.registry.options_json().items() for item in pair]
+                scripts.run(
+                    self.redis, "announce", [keys.QUEUES, keys.TASKS], [len(self.queues), *self.queues, *options]
+                )
                 self.started_at_ms = self._redis_ms()
                 self._register()
                 break
@@ -670,18 +668,17 @@ class Worker:
         ]  # fmt: skip
         state = "stopping" if self._stop_signals else "running"
         now_ms = self._redis_ms()
-        key = keys.worker_key(self.id)
-        pipe = self.redis.pipeline(transaction=True)
-        info: dict[Any, Any] = {
+        info: dict[str, scripts.Arg] = {
             "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
             "concurrency": self.concurrency, "active_threads": self._threads.active, "started_at": self.started_at_ms,
             "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": self.processed, "failed": self.failed,
         }  # fmt: skip
-        pipe.hset(key, mapping=info)
-        pipe.expire(key, REGISTRY_TTL_S)
-        pipe.zadd(keys.WORKERS, {self.id: now_ms})
-        pipe.execute()
+        fields = [item for pair in info.items() for item in pair]
+        scripts.run(
+            self.redis, "register_worker", [keys.worker_key(self.id), keys.WORKERS],
+            [self.id, REGISTRY_TTL_S, now_ms, *fields],
+        )  # fmt: skip
 
     def _redis_ms(self) -> int:
         """Redis's clock, not this host's (which may be off): sampled with TIME once a minute and carried
@@ -694,7 +691,8 @@ class Worker:
 
     def _unregister(self) -> None:
         try:
-            pipe = self.redis.pipeline(transaction=True)
+            # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.
+            pipe = self.redis.pipeline(transaction=False)
             pipe.delete(keys.worker_key(self.id))
             pipe.zrem(keys.WORKERS, self.id)
             pipe.execute()

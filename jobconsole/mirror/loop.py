@@ -45,6 +45,7 @@ from jobconsole.core import intake, keys, scripts
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.states import TERMINAL_STATES, JobState
+from jobconsole.core.streams import StreamId, format_id, parse_id
 from jobconsole.mirror.restore import Restored, restore_lost_jobs
 from jobconsole.mirror.rows import (
     ATTEMPT_FIELDS,
@@ -68,8 +69,6 @@ CHANGES_FINAL = frozenset({"requeued", "deleted", "expired", "edited"})
 _STATE = 1 + JOB_FIELDS.index("state")
 _FINISHED_AT = 1 + JOB_FIELDS.index("finished_at")
 
-type StreamId = tuple[int, int]
-
 
 class LostLeadership(Exception):
     """Another mirror holds the lock (or the database fence) now; this one must stop writing."""
@@ -79,13 +78,9 @@ class SimulatedCrash(BaseException):
     """Raised by test fault hooks to stop the mirror mid-batch, as a kill would."""
 
 
-def parse_id(entry_id: str) -> StreamId:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def format_id(sid: StreamId) -> str:
-    return f"{sid[0]}-{sid[1]}"
+def pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    """A flat [field, value, ...] reply, as a script gets XINFO STREAM and stream entries, as a dict."""
+    return dict(_pairs(flat))
 
 
 @dataclass(slots=True)
@@ -322,32 +317,30 @@ class Mirror:
             self.queues.append(queue)
             Queue.objects.get_or_create(name=queue)
 
-    def _ensure_group(self, queue: str, start: str) -> None:
-        try:
-            self.redis.xgroup_create(queue_keys(queue).events, GROUP, id=start, mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+    def _ensure_group(self, queue: str, start: str, *, recreate: bool = False) -> None:
+        """The consumer group on the queue's events stream, starting after `start` if it has to be made."""
+        scripts.run(self.redis, "mirror_group", [queue_keys(queue).events], [GROUP, start, int(recreate)])
+
+    def _advance_epoch(self, to: int | None = None) -> int:
+        """Count Redis's epoch up (or set it to `to`) with a script, so that it works while Redis is full."""
+        return int(scripts.run(self.redis, "mirror_epoch", [keys.REDIS_EPOCH], [] if to is None else [to]))
 
     # --- reading ----------------------------------------------------------------------------------
 
     def _step(self, *, pending: bool) -> int:
         streams = {queue_keys(q).events: q for q in self.queues}
-        pipe = self.redis.pipeline(transaction=True)  # the gap check sees the stream as the read did
-        pipe.incr(keys.REDIS_EPOCH)
-        for stream in streams:
-            pipe.xinfo_stream(stream)
-        pipe.xreadgroup(GROUP, CONSUMER, dict.fromkeys(streams, "0" if pending else ">"), count=self.batch)
-        replies = pipe.execute(raise_on_error=False)
-        epoch, infos, read = replies[0], replies[1:-1], replies[-1]
-        if isinstance(epoch, Exception):
-            raise epoch
+        # One script, so that the gap check sees each stream as the read did (mirror_read.lua).
+        epoch, raw_infos, raw_read = scripts.run(
+            self.redis, "mirror_read", [keys.REDIS_EPOCH, *streams],
+            [GROUP, CONSUMER, self.batch, "0" if pending else ">"],
+        )  # fmt: skip
         if int(epoch) <= self.epoch:
             self._rewound(int(epoch))
             return 0
         self._read_epoch = int(epoch)
-        broken = [q for q, info in zip(streams.values(), infos, strict=True) if isinstance(info, Exception)]
-        if broken or isinstance(read, Exception):
+        infos = [pairs(info) if info != 0 else None for info in raw_infos]
+        broken = [q for q, info in zip(streams.values(), infos, strict=True) if info is None]
+        if broken or raw_read == 0:
             # The stream or its group is gone (Redis restarted without it, or someone deleted it).
             for queue in broken or list(streams.values()):
                 if broken or not self._group_exists(queue):
@@ -355,7 +348,7 @@ class Mirror:
             self._read_pending = True
             return 0
         skip: set[str] = set()
-        for queue, info in zip(streams.values(), infos, strict=True):
+        for queue, info in zip(streams.values(), cast(list[dict[str, Any]], infos), strict=True):
             self._last_generated[queue] = info["last-generated-id"]
             reason = self._gap(queue, info)
             if reason:
@@ -363,7 +356,7 @@ class Mirror:
                 skip.add(queue)
         events: list[Event] = []
         trimmed: dict[str, list[str]] = {}
-        for stream, entries in read or []:
+        for stream, entries in raw_read or []:
             queue = streams[stream]
             if queue in skip:
                 continue
@@ -371,7 +364,7 @@ class Mirror:
                 if not fields:  # a pending entry trimmed before we applied it
                     trimmed.setdefault(queue, []).append(entry_id)
                 else:
-                    events.append(Event(queue, entry_id, fields))
+                    events.append(Event(queue, entry_id, pairs(fields)))
         for queue, ids in trimmed.items():
             cursor = self.cursors.get(queue, (0, 0))
             if any(parse_id(i) > cursor for i in ids):
@@ -392,7 +385,7 @@ class Mirror:
         for queue in sorted(set(self.queues) | set(self.cursors)):
             self.resync(queue, "redis-rewound")
         self._read_epoch = max(self._read_epoch, self.epoch) + 1
-        self.redis.set(keys.REDIS_EPOCH, self._read_epoch)  # only the leader writes it
+        self._advance_epoch(to=self._read_epoch)  # only the leader writes it
         with transaction.atomic():
             self._fence()
         if self.fault:
@@ -578,7 +571,7 @@ class Mirror:
         k = queue_keys(queue)
         if reason != "redis-rewound":  # (a rewind moves the counter once every queue is done: see _rewound)
             # The snapshot is as new as this epoch: the database records it with the rows (see _fence).
-            self._read_epoch = max(self._read_epoch, int(self.redis.incr(keys.REDIS_EPOCH)))
+            self._read_epoch = max(self._read_epoch, self._advance_epoch())
         intake.drain(self.redis, queue, self.events_maxlen)  # jobs accepted but not yet made into hashes are in no set
         try:
             info = self.redis.xinfo_stream(k.events)
@@ -633,10 +626,7 @@ class Mirror:
                 restored=restored.created,
             )
         # Start the group just after the snapshot's stream position; its old pending entries go with it.
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.xgroup_destroy(k.events, GROUP)
-        pipe.xgroup_create(k.events, GROUP, id=upto, mkstream=True)
-        pipe.execute(raise_on_error=False)
+        self._ensure_group(queue, upto, recreate=True)
         if self.fault:
             self.fault("resynced")
         self.cursors[queue] = parse_id(upto)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Cancel a job: waiting jobs end at once; a running job gets a cancellation request its worker sees.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] cancelled  KEYS[4] unique  KEYS[5] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id

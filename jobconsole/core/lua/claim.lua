@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] active  KEYS[4] paused  KEYS[5] events  KEYS[6] wake
 -- KEYS[7] seq  KEYS[8] stats  KEYS[9] intake  KEYS[10] idle  KEYS[11] this worker's inbox (both optional)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Acknowledge finished jobs (success), each only if its lease token is still current.
 -- KEYS[1] active  KEYS[2] completed  KEYS[3] unique  KEYS[4] events  KEYS[5] stats
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms (0 = keep)  ARGV[4] number of jobs

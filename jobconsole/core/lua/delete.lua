@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Delete a job that is not running (cancel it first), with its history.
 -- KEYS[1..7] ready, scheduled, completed, failed, dead, dropped, cancelled  KEYS[8] unique  KEYS[9] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id

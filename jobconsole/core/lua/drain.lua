@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Turn the queue's intake entries into jobs now (for a reader or operator action; see drain_intake).
 -- KEYS[1] intake  KEYS[2] ready  KEYS[3] seq  KEYS[4] events  KEYS[5] stats
 -- ARGV[1] job key prefix  ARGV[2] events maxlen

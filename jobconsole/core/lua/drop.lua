@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Set aside a claimed job this worker cannot run (its task is not registered here). Not an attempt.
 -- KEYS[1] active  KEYS[2] dropped  KEYS[3] unique  KEYS[4] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] token  ARGV[5] reason

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Edit a job as an operator saw it (compare-and-set on its state and attempt count):
 -- * a waiting job (queued, scheduled, retrying): new priority, run-at and/or parameters, applied in place;
 --   a run-at in the future makes it scheduled, a past one makes it ready now;

@@ -1,3 +1,4 @@
+#!lua
 -- Enqueue one or more jobs into one queue.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] unique  KEYS[4] events  KEYS[5] wake  KEYS[6] seq  KEYS[7] stats
 -- KEYS[8] idle  KEYS[9] paused  KEYS[10] active  KEYS[11] intake

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Record a failed (or interrupted) attempt; retry it later, dead-letter it, or end it.
 -- KEYS[1] active  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] cancelled  KEYS[6] unique
 -- KEYS[7] events  KEYS[8] stats

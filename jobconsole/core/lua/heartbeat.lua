@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Extend the leases of running jobs; only the owner (current token) may extend.
 -- KEYS[1] active  KEYS[2] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- The maintenance loop's pass over a queue: turn intake entries into jobs (a queue nobody claims from,
 -- e.g. a paused one, still shows them to readers and the mirror), then move due scheduled jobs to the
 -- ready set (claim does both too).

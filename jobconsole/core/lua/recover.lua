@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
 -- KEYS[1] active  KEYS[2] ready  KEYS[3] dead  KEYS[4] failed  KEYS[5] unique  KEYS[6] events  KEYS[7] wake
 -- KEYS[8] seq  KEYS[9] stats

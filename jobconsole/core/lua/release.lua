@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Give a running job back without using up an attempt (worker shutting down, on_shutdown=requeue).
 -- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] token  ARGV[5] reason

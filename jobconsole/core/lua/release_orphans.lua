@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Give back jobs leased to this worker that it does not know it holds: a claim whose reply was lost
 -- (connection cut after Redis ran it), or jobs an enqueue handed to its inbox that it never popped
 -- (it was stopping). They never started, so no attempt is used up. Also drops the worker's idle

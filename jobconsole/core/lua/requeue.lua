@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept.
 -- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] dropped  KEYS[6] cancelled
 -- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq

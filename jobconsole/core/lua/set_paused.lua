@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Pause or resume a queue (workers claim nothing from a paused queue).
 -- KEYS[1] paused  KEYS[2] events  KEYS[3] wake
 -- ARGV[1] events maxlen  ARGV[2] 1 = pause, 0 = resume

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Retention: forget finished jobs older than a cutoff from one terminal set.
 -- KEYS[1] terminal set (completed, failed, cancelled, dropped or dead)  KEYS[2] events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] age ms  ARGV[4] limit

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobconsole.core import JobQueueError, JobSpec
+from jobconsole.core import EnqueueResult, JobQueueError, JobSpec, RedisFull
 from jobconsole.engine import get_client
 
 
@@ -40,7 +40,13 @@ class Command(BaseCommand):
             raise CommandError("--id names one job; it cannot be combined with --count")
         try:
             results = get_client().enqueue_many([spec] * options["count"])
+        except RedisFull as full:  # print the jobs that went in before Redis filled up, then the error
+            self._print(full.accepted)
+            raise CommandError(str(full)) from full
         except JobQueueError as exc:
             raise CommandError(str(exc)) from exc
+        self._print(results)
+
+    def _print(self, results: list[EnqueueResult]) -> None:
         for r in results:
             self.stdout.write(f"{r.id} {r.status} {r.state} queue={r.queue}")
