@@ -202,7 +202,8 @@ def test_frozen_worker_cannot_ack_after_its_lease_expired(
     retry_gate = tmp_path / "retry_gate"
     if resume == "during_rescue":
         # The rescuer's run holds the job until the test opens this gate, which it does only once the
-        # zombie's report was refused: an order of events, so no stalled machine can reverse it.
+        # zombie's report was refused. (A fixed sleep is not enough: the SIGSTOP may land between the task's
+        # 'start' line and its sleep, and then the zombie sleeps its whole time after SIGCONT.)
         args["retry_gate"] = str(retry_gate)
     job_id = client.enqueue(task, args).id
     wait_for(lambda: entries(ledger, "start"), 10, "the zombie to start the job", zombie)
