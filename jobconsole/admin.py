@@ -155,9 +155,9 @@ class JobEditForm(forms.ModelForm):  # type: ignore[type-arg]
             out["priority"] = self.cleaned_data["priority"]
         if "run_at" in self.changed_data and self.cleaned_data.get("run_at") is not None:
             out["run_at"] = self.cleaned_data["run_at"]
-        if "params" in self.cleaned_data and json.loads(self.cleaned_data["params"]) != json.loads(
-            self.instance.params or "{}"
-        ):
+        # params_data is the stored text itself when it is not JSON: an operator may be fixing exactly that.
+        stored = self.instance.params_data if self.instance.params else {}
+        if "params" in self.cleaned_data and json.loads(self.cleaned_data["params"]) != stored:
             out["params"] = json.loads(self.cleaned_data["params"])
         return out
 

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
 from jobconsole.core import JobState
+from jobconsole.core.ids import new_job_id
 from jobconsole.core.keys import queue_keys
 from jobconsole.models import AuditLog, DeadLetter, Job, Queue
 from tests.mirror_fixtures import *  # noqa: F403
@@ -216,6 +217,39 @@ def test_dead_letter_resubmit_edit_and_purge(client, mirror, r):
     action(purger, "deadletter", "purge", [d.pk for d in DeadLetter.objects.filter(job_id=ids[3])])
     assert not r.exists(k.job(ids[3])) and not Job.objects.filter(id=ids[3]).exists()
     assert AuditLog.objects.filter(action="purge", count=1).exists()
+
+
+def test_a_job_whose_params_cannot_be_decoded_is_shown_fixed_and_resubmitted(client, mirror, r):
+    """Its hash was written by other hands: the worker dead-letters it at once; an operator sees the stored
+    text, and resubmits it with params that work."""
+    k = queue_keys("examples.echo")
+    job_id = client.enqueue("examples.echo", {"x": 1}, id=new_job_id()).id  # its own id: the hash exists now
+    r.hset(k.job(job_id), "params", "{x: 1")
+    run_worker(r, ["examples.echo"])
+    mirror.drain()
+    letter = DeadLetter.objects.get(job_id=job_id)
+    browser = web(*OPERATE)
+    for page in (f"job/{job_id}", f"deadletter/{letter.pk}"):
+        response = browser.get(f"/admin/jobconsole/{page}/change/")
+        assert response.status_code == 200 and "UndecodablePayload" in response.content.decode()
+    form = action(browser, "deadletter", "resubmit_edited", [letter.pk])
+    assert "{x: 1" in form.content.decode()  # the stored text, to fix
+    action(browser, "deadletter", "resubmit_edited", [letter.pk], apply="1", params='{"x": 2}',
+           expected_attempts="1", reason="payload written by hand")  # fmt: skip
+    assert json.loads(r.hget(k.job(job_id), "params")) == {"x": 2}
+    run_worker(r, ["examples.echo"])
+    assert r.hget(k.job(job_id), "state") == "completed"
+
+
+def test_a_waiting_job_whose_params_cannot_be_decoded_is_fixed_in_its_change_form(client, mirror, r):
+    job = client.enqueue("examples.echo", {"x": 1}, delay=600)
+    r.hset(queue_keys("examples.echo").job(job.id), "params", "x=1")
+    mirror.drain()
+    row = Job.objects.get(id=job.id)
+    assert row.params == "x=1"  # mirrored as stored
+    response = web(*OPERATE).post(f"/admin/jobconsole/job/{job.id}/change/", change_form(row, params='{"x": 3}'))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert json.loads(r.hget(queue_keys("examples.echo").job(job.id), "params")) == {"x": 3}
 
 
 def test_queues_pause_resume_and_audit_is_read_only(client, mirror, r):

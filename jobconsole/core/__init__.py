@@ -16,6 +16,7 @@ from jobconsole.core.errors import (
     RedisFull,
     Retry,
     TaskTimeout,
+    UndecodablePayload,
     UnknownTask,
 )
 from jobconsole.core.job import Attempt, Job
@@ -43,6 +44,7 @@ __all__ = [
     "Task",
     "TaskRegistry",
     "TaskTimeout",
+    "UndecodablePayload",
     "UnknownTask",
     "Worker",
     "default_registry",

@@ -79,6 +79,12 @@ class PermanentError(Exception):
     """Raise from a task to fail it without any retry."""
 
 
+class UndecodablePayload(PermanentError):
+    """A job's stored params or checkpoint are not what the engine writes (a JSON object; JSON): something
+    wrote the job's hash directly. No retry can decode it, so the job is dead-lettered at once; an operator
+    can fix the params (admin edit) and resubmit it."""
+
+
 class Cancelled(Exception):
     """Raise from a task that saw `context.cancel_requested` to end the job as cancelled."""
 

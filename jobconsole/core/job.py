@@ -1,10 +1,13 @@
 """Jobs as read back from Redis."""
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobconsole.core.errors import UndecodablePayload
+from jobconsole.core.payload import decode_checkpoint, decode_params
 from jobconsole.core.states import JobState
 
 
@@ -20,6 +23,15 @@ def _int(value: str | None, default: int = 0) -> int:
 
 def _json(value: str | None) -> Any:
     return json.loads(value) if value not in (None, "") else None
+
+
+def _decoded[T](decode: Callable[[str], T], text: str, fallback: T, errors: list[str]) -> T:
+    """A reader lists a job whose payload was written by other hands instead of failing on it."""
+    try:
+        return decode(text)
+    except UndecodablePayload as exc:
+        errors.append(str(exc))
+        return fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +104,20 @@ class Job:
     timeout_ms: int = 0
     history: list[Attempt] = field(default_factory=list)
     raw: dict[str, str] = field(default_factory=dict, repr=False)
+    # Set when the stored params or checkpoint cannot be decoded (then {} and None; `raw` has the text).
+    payload_error: str = ""
 
     @classmethod
     def from_hash(cls, h: dict[str, str], history: list[str] | None = None) -> "Job":
+        errors: list[str] = []
+        params: dict[str, Any] = _decoded(decode_params, h.get("params") or "{}", {}, errors)
+        checkpoint: Any = _decoded(decode_checkpoint, h.get("checkpoint") or "", None, errors)
         return cls(
             id=h["id"],
             task=h.get("task", ""),
             queue=h.get("queue", ""),
             state=JobState(h.get("state", "queued")),
-            params=_json(h.get("params")) or {},
+            params=params,
             priority=_int(h.get("priority")),
             attempts=_int(h.get("attempts")),
             max_retries=_int(h.get("max_retries")),
@@ -114,7 +131,7 @@ class Job:
             worker=h.get("worker", ""),
             token=h.get("token", ""),
             progress=float(h["progress"]) if h.get("progress") else None,
-            checkpoint=_json(h.get("checkpoint")),
+            checkpoint=checkpoint,
             result=_json(h.get("result")),
             last_error=_json(h.get("last_error")),
             cancel_requested=h.get("cancel_requested") == "1",
@@ -123,4 +140,5 @@ class Job:
             timeout_ms=_int(h.get("timeout_ms")),
             history=[Attempt.from_json(a) for a in history or []],
             raw=h,
+            payload_error="; ".join(errors),
         )

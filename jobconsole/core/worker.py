@@ -23,10 +23,11 @@ import redis
 from jobconsole.core import keys, scripts
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.context import JobContext
-from jobconsole.core.errors import LeaseLost, TaskTimeout, WorkerShutdown
+from jobconsole.core.errors import LeaseLost, TaskTimeout, UndecodablePayload, WorkerShutdown
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
+from jobconsole.core.payload import decode_checkpoint, decode_params
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer, threads_cpu_clock
@@ -441,6 +442,14 @@ class Worker:
             )
             log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
             return None
+        try:
+            decoded_params = decode_params(params)
+            decoded_checkpoint = decode_checkpoint(checkpoint) if task.context_param else None
+        except UndecodablePayload as exc:
+            undecodable: UndecodablePayload | None = exc
+            decoded_params, decoded_checkpoint = {}, None
+        else:
+            undecodable = None
         lease_s = int(lease_ms) / 1000
         # Count the lease from when it began, not from now: a dispatcher starved of CPU may read the reply
         # late, and a job handed to the inbox may have waited there; its heartbeat is due a third of the
@@ -449,19 +458,23 @@ class Worker:
         renewed = received - max(0, redis_now - int(leased_at)) / 1000
         job = RunningJob(
             id=job_id, queue=queue, token=token, task=task, attempt=int(attempt), max_retries=int(max_retries),
-            params=json.loads(params) if params != "{}" else {}, context=None, lease_s=lease_s,
+            params=decoded_params, context=None, lease_s=lease_s,
             timeout_s=int(timeout_ms) / 1000 if timeout_ms else None, renewed=renewed,
         )  # fmt: skip
         job.next_heartbeat = renewed + lease_s / 3
         if task.context_param:
             job.context = JobContext(
                 job_id=job_id, queue=queue, task=task.name, attempt=job.attempt, max_retries=job.max_retries,
-                checkpoint=json.loads(checkpoint) if checkpoint else None,
+                checkpoint=decoded_checkpoint,
                 send_heartbeat=partial(self._task_heartbeat, job),
             )  # fmt: skip
         if announce:
             job.began_event = threading.Event()
         self.running[job_id] = job
+        if undecodable is not None:  # this job fails for good; the rest of its batch runs
+            log.error("undecodable job=%s queue=%s task=%s: %s; dead-lettered", job_id, queue, task_name, undecodable)
+            self._results.put(failure(job, undecodable))
+            return None
         if task.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(job), self._event_loop())
             future.add_done_callback(self._results_put)
