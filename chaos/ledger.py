@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS faults (
 class Accepted:
     job_id: str
     task: str
-    expect: str  # 'completed' or 'dead' (poison jobs)
+    expect: str  # 'completed' or 'dead' (poison jobs, garbled payloads)
     not_before: float  # a lower bound of the job's run_at (wall clock, seconds)
     accepted_at: float = 0.0  # when the ledger recorded it (set by the ledger; wall clock, seconds)
 

@@ -152,7 +152,7 @@ def print_result(res: Result) -> None:
         ("stale reports refused", rep.stale_reports),
         ("orphaned Redis entries", rep.orphans),
         ("executions with no lease in history", rep.unmatched),
-        ("poison attempts before DLQ", dlq),
+        ("attempts before DLQ (poison, garbled)", dlq),
         ("attempt histories complete (flaky jobs)", histories(rep)),
     ]
     print(f"\n== {res.scenario.name}: {res.scenario.title} ({res.seconds:.1f}s)")

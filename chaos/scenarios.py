@@ -12,6 +12,7 @@ from functools import partial
 from typing import cast
 
 from chaos.harness import Ctx, Planned, work
+from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
 from chaos.tasks import FLAKY_RETRIES, LEASE_S, QUEUE, SPIN_LEASE_S
 from jobconsole.core import keys, scripts
@@ -170,7 +171,9 @@ def network(ctx: Ctx) -> None:
 
 def poison(ctx: Ctx) -> None:
     """#12: jobs whose handler calls os._exit crash their worker on every attempt; after max_retries+1 crashes
-    they must be dead-lettered while the other jobs keep flowing."""
+    they must be dead-lettered while the other jobs keep flowing. Also #12's payload that cannot be decoded:
+    jobs whose stored params were overwritten with text that is not JSON must be dead-lettered at their first
+    attempt (chaos.work allows 25 retries), without crashing the worker that claimed them."""
     ctx.cluster.start_recoverer()
     ctx.workers(3)
     n, bad = int(ctx.size(120, 2000)), int(ctx.size(3, 10))
@@ -182,10 +185,43 @@ def poison(ctx: Ctx) -> None:
         for i in range(n)
     ]
     ctx.produce(plan, rate=ctx.size(40, 100))
+    garbled: list[str] = []
     while ctx.producing():
+        if len(garbled) < bad:
+            garbled.append(_enqueue_garbled(ctx, len(garbled)))
         ctx.cluster.restart_dead()
         time.sleep(0.05)
     ctx.settle(timeout=90)
+    ctx.tallies |= _judge_garbled(ctx, garbled)
+
+
+GARBLED_PARAMS = "{key: not json"  # what a foreign producer writing the hash by hand might leave
+
+
+def _enqueue_garbled(ctx: Ctx, index: int) -> str:
+    """A job whose params are overwritten in Redis after it was accepted. Delayed, so that no worker can
+    claim it before; an id of its own keeps it out of the intake, so its hash exists at once."""
+    planned = work(f"g{index}", delay=ctx.rng.uniform(0.3, 1.5), expect="dead")
+    sent_at = time.time()
+    job_id = ctx.client.enqueue_many([planned.spec])[0].id
+    ctx.r.hset(queue_keys(QUEUE).job(job_id), "params", GARBLED_PARAMS)
+    ctx.ledger.accept([Accepted(job_id, planned.spec.task, "dead", sent_at + (planned.spec.delay or 0.0))])
+    return job_id
+
+
+def _judge_garbled(ctx: Ctx, garbled: list[str]) -> dict[str, int]:
+    """Each garbled job: dead after exactly one attempt, failed with UndecodablePayload, no worker lost."""
+    retried = 0
+    for job_id in garbled:
+        job = ctx.client.get(job_id, QUEUE)
+        outcomes = [(a.outcome, a.error_class.rsplit(".", 1)[-1]) for a in job.history]
+        if job.state.value != "dead" or outcomes != [("failed", "UndecodablePayload")] or not job.payload_error:
+            retried += 1
+            ctx.notes.append(
+                f"garbled job {job_id}: {job.state.value}, {len(outcomes)} history entries, first {outcomes[:2]}"
+            )
+    ctx.notes.append(f"{len(garbled)} garbled job(s) dead-lettered at their first attempt: {len(garbled) - retried}")
+    return {"garbled": len(garbled), "garbled_not_dead_at_once": retried}
 
 
 def flaky(ctx: Ctx) -> None:
@@ -654,7 +690,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("redis_kill_everysec", "redis-server kill -9 (appendfsync everysec)", _redis_kill, "everysec"),
         Scenario("redis_freeze", "redis-server frozen past the lease", redis_freeze),
         Scenario("network", "TCP proxy: RST, blackhole, delay", network),
-        Scenario("poison", "poison jobs crash their worker", poison),
+        Scenario(
+            "poison",
+            "poison jobs crash their worker; garbled payloads",
+            poison,
+            extra_gates=("garbled_not_dead_at_once",),
+        ),
         Scenario("flaky", "failing handlers, kills, resubmits: histories", flaky),
         Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
         Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
