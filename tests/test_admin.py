@@ -3,9 +3,11 @@ when the job moved on), actions, permissions and the audit log."""
 
 import json
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client as WebClient
 
 from jobconsole.core import JobState
@@ -250,6 +252,15 @@ def test_a_waiting_job_whose_params_cannot_be_decoded_is_fixed_in_its_change_for
     response = web(*OPERATE).post(f"/admin/jobconsole/job/{job.id}/change/", change_form(row, params='{"x": 3}'))
     assert response.status_code == 302, response.context["adminform"].form.errors
     assert json.loads(r.hget(queue_keys("examples.echo").job(job.id), "params")) == {"x": 3}
+
+
+def test_jobs_show_prints_a_garbled_job_with_what_is_wrong(client, mirror, r):
+    job_id = client.enqueue("examples.echo", {"x": 1}, delay=600).id
+    r.hset(queue_keys("examples.echo").job(job_id), "params", "[1")
+    out = StringIO()
+    call_command("jobs", "show", job_id, stdout=out)
+    shown = json.loads(out.getvalue())
+    assert shown["params"] == "[1" and "params are not JSON" in shown["payload_error"]
 
 
 def test_queues_pause_resume_and_audit_is_read_only(client, mirror, r):

@@ -41,6 +41,8 @@ class Command(BaseCommand):
                 job = client.get(options["job_id"])
                 data: dict[str, Any] = {k: v for k, v in job.raw.items() if k != "token"}
                 data["history"] = [asdict(a) for a in job.history]
+                if job.payload_error:  # params or checkpoint written by other hands: say what is wrong
+                    data["payload_error"] = job.payload_error
                 self.stdout.write(json.dumps(data, indent=2, default=str))
             elif action == "cancel":
                 self.stdout.write(client.cancel(options["job_id"]))
