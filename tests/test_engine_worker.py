@@ -23,7 +23,7 @@ from jobconsole.core import (
 from jobconsole.core.errors import LeaseLost
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.worker import LEASED_FIELDS
+from jobconsole.core.worker import LEASED_FIELDS, PREFETCH_MAX, PREFETCH_MIN, prefetch_count
 from tests.helpers import run_burst, wait_for, worker_in_thread
 
 
@@ -520,3 +520,12 @@ def test_worker_registry_reads_redis_clock_not_the_hosts(
         assert abs(int(r.zscore(keys.WORKERS, worker.id) or 0) - redis_ms) < 5000
     finally:
         worker._unregister()
+
+
+def test_prefetch_covers_more_jobs_the_shorter_they_are_within_bounds() -> None:
+    assert prefetch_count(25.0, threads=10) == 0  # long tasks: a claimed job never waits behind another
+    assert prefetch_count(5.0, threads=10) == PREFETCH_MIN  # 10 ms per thread is 20 jobs
+    assert prefetch_count(2.0, threads=10) == 50
+    assert prefetch_count(2.0, threads=3) == PREFETCH_MIN  # 15 by work, raised to the floor
+    assert prefetch_count(0.05, threads=3) == PREFETCH_MAX  # no-ops: bounded, so no worker hoards a burst
+    assert prefetch_count(0.0, threads=1) == PREFETCH_MAX

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 REGISTRY_TTL_S = 30  # a worker hash outlives its last heartbeat by this much
 REGISTRY_EVERY_S = 2.0
 PREFETCH_BELOW_MS = 20.0  # prefetch only while the average task takes less than this
-PREFETCH_FACTOR = 2  # then claim up to concurrency * (1 + this): bigger batches, fewer round trips
+PREFETCH_WORK_MS = 10.0  # then claim about this much work ahead per task thread: fewer round trips per job,
+PREFETCH_MAX = 100  # at most this many jobs, so that one worker does not hoard a burst others could run,
 PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on a claim round trip
 IDLE_REGISTRATION_MS = 1500  # outlives the longest idle block (1 s); every claim renews or drops it
 SWITCH_INTERVAL_S = 0.001  # see Worker.run
@@ -45,6 +46,16 @@ SWITCH_INTERVAL_S = 0.001  # see Worker.run
 LEASED_FIELDS = (
     "id", "token", "task", "attempts", "max_retries", "params", "lease_ms", "timeout_ms", "checkpoint", "leased_at",
 )  # fmt: skip
+
+
+def prefetch_count(avg_runtime_ms: float, threads: int) -> int:
+    """Extra jobs to claim ahead while tasks are short: the faster they are, the more of them, since each claim
+    round trip and its thread hand-offs cost about as much as a no-op task. Long tasks get no prefetch, so a
+    claimed job never waits long behind another while other workers sit idle."""
+    if avg_runtime_ms >= PREFETCH_BELOW_MS:
+        return 0
+    ahead = int(PREFETCH_WORK_MS * threads / max(avg_runtime_ms, 0.001))
+    return min(max(ahead, PREFETCH_MIN), PREFETCH_MAX)
 
 
 class Worker:
@@ -219,11 +230,7 @@ class Worker:
                 self._orphans_possible = True
 
     def _prefetch(self) -> int:
-        """Extra jobs to claim ahead while tasks are short: fewer round trips per job. Long tasks get no
-        prefetch, so a claimed job never waits long behind another while other workers sit idle."""
-        if self._avg_runtime_ms >= PREFETCH_BELOW_MS:
-            return 0
-        return max(PREFETCH_FACTOR * self.concurrency, PREFETCH_MIN)
+        return prefetch_count(self._avg_runtime_ms, self._threads.active)
 
     def _gather(self, window: float = 0.002) -> int:
         """While few slots are free and jobs are still running, let more of them finish (at most
