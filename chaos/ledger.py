@@ -121,7 +121,7 @@ class Ledger:
 
     def began(self, job_id: str, attempt: int, token: str, ago: float = 0.0) -> int:
         """An execution began `ago` seconds before now."""
-        worker = token.rsplit(":", 1)[0]  # a lease token is '<worker id>:<sequence>'
+        worker = token.rsplit(":", 1)[0]  # a lease token is '<worker id>:<sequence or, when handed off, job id>'
         cur = self._db().execute(
             "INSERT INTO executions (job_id, attempt, token, worker, pid, started) VALUES (?, ?, ?, ?, ?, ?)",
             (job_id, attempt, token, worker, os.getpid(), _now() - ago),

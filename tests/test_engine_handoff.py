@@ -9,6 +9,7 @@ import redis
 
 from jobconsole.core import Client, JobState, TaskRegistry, Worker, scripts
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.maintenance import Maintenance
 from jobconsole.core.worker import LEASED_FIELDS
 from tests.helpers import wait_for, worker_in_thread
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
@@ -56,9 +57,10 @@ def test_an_idle_worker_is_handed_the_job_by_the_enqueue_itself(
 def test_no_hand_off_while_paused_or_while_other_jobs_wait(r: "redis.Redis", client: Client) -> None:
     _register_idle(r, "w1")
     client.pause("q")
+    assert r.zcard(K.idle) == 0  # a pause drops the registrations (the worker registers again on resume)
     assert client.enqueue("t.ok").state is JobState.QUEUED
-    assert r.zcard(K.idle) == 1  # the registration is still there for later
     client.resume("q")
+    _register_idle(r, "w1")
     # The queue still holds the job enqueued while paused: a newer job must not jump ahead of it.
     assert client.enqueue("t.ok").state is JobState.QUEUED
     assert r.llen(K.inbox("w1")) == 0
@@ -97,8 +99,65 @@ def test_a_claim_returns_handed_jobs_first_and_only_while_their_lease_is_current
     # A payload whose lease moved on (the recoverer requeued it, another worker claimed it) is dropped.
     _register_idle(r, "w2")
     stale = client.enqueue("t.ok").id
+    assert client.get(stale).state is JobState.RUNNING  # reading it made its leased intake entry a job hash
     r.hset(K.job(stale), "token", "someone-else:1")
     assert _claim(r, "w2") == []
+
+
+def test_a_handed_job_is_one_leased_intake_entry_until_the_queue_is_next_touched(
+    r: "redis.Redis", client: Client
+) -> None:
+    _register_idle(r, "w1")
+    result = client.enqueue("t.ok", {"x": 3})
+    assert result.state is JobState.RUNNING
+    # The enqueue wrote only the durable lease (the entry) and the worker's copy (its inbox).
+    assert not r.exists(K.job(result.id)) and r.xlen(K.intake) == 1 and r.xlen(K.events) == 0
+    payload = dict(zip(LEASED_FIELDS, json.loads(r.lindex(K.inbox("w1"), 0)), strict=True))
+    assert (payload["id"], payload["attempts"], payload["params"]) == (result.id, "1", '{"x":3}')
+
+    job = client.get(result.id)  # a reader drains the intake first
+    assert (job.state, job.worker, job.token, job.attempts) == (JobState.RUNNING, "w1", payload["token"], 1)
+    assert r.xlen(K.intake) == 0 and r.zcard(K.ready) == 0
+    assert r.zscore(K.active, result.id) == int(payload["leased_at"]) + 30_000
+    events = [(e["event"], e["state"]) for _, e in r.xrange(K.events)]
+    assert events == [("enqueued", "queued"), ("started", "running")]
+    counters = {f.split("|", 1)[1]: int(v) for f, v in r.hgetall(K.stats).items()}
+    assert counters == {"enqueued|t.ok": 1, "started|t.ok": 1}
+
+
+def test_a_worker_acks_and_heartbeats_a_handed_job_before_anything_else_drained_it(
+    r: "redis.Redis", client: Client
+) -> None:
+    _register_idle(r, "w1")
+    job_id = client.enqueue("t.ok").id
+    token = json.loads(r.lindex(K.inbox("w1"), 0))[1]
+    beat = scripts.run(r, "heartbeat", [K.active, K.events, K.intake, K.ready, K.seq, K.stats],
+                       [K.job_prefix, 1000, 1, job_id, token, "", ""])  # fmt: skip
+    assert beat == [0]  # extended, not "lease lost"
+    _register_idle(r, "w1")
+    other = client.enqueue("t.ok").id
+    other_token = json.loads(r.lindex(K.inbox("w1"), 1))[1]
+    done = scripts.run(r, "complete", [K.active, K.completed, K.unique, K.events, K.stats, K.intake, K.ready, K.seq],
+                       [K.job_prefix, 1000, 0, 1, other, other_token, "null", 1])  # fmt: skip
+    assert done == [1] and client.get(other).state is JobState.COMPLETED
+    assert client.get(job_id).state is JobState.RUNNING
+
+
+def test_a_handed_job_whose_worker_died_is_recovered(r: "redis.Redis") -> None:
+    registry = TaskRegistry()
+
+    @registry.task(name="t.short", queue="q", visibility_timeout=1)
+    def short() -> None:
+        pass
+
+    client = Client(r, registry)
+    _register_idle(r, "died")
+    job_id = client.enqueue("t.short").id
+    assert r.xlen(K.intake) == 1  # nothing but the entry and the inbox hold it
+    time.sleep(1.1)
+    Maintenance(r).step()  # drains the intake, then recovers the expired lease in the same pass
+    job = client.get(job_id)
+    assert job.state is JobState.QUEUED and [a.outcome for a in job.history] == ["worker_lost"]
 
 
 def test_a_worker_on_its_way_out_gives_back_a_handed_job_without_using_an_attempt(

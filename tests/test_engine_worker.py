@@ -287,7 +287,7 @@ def _claim_one(r: "redis.Redis", queue: str = "q") -> dict[str, str]:
 def _complete(r: "redis.Redis", job_id: str, token: str, queue: str = "q") -> int:
     k = queue_keys(queue)
     [code] = scripts.run(
-        r, "complete", [k.active, k.completed, k.unique, k.events, k.stats],
+        r, "complete", [k.active, k.completed, k.unique, k.events, k.stats, k.intake, k.ready, k.seq],
         [k.job_prefix, 1000, 0, 1, job_id, token, '"late"', 1],
     )  # fmt: skip
     return int(code)
@@ -301,10 +301,16 @@ def test_stale_lease_token_cannot_ack_heartbeat_or_fail(r: "redis.Redis", client
     assert Maintenance(r).recover("q") == 1
     second = _claim_one(r)
     assert second["token"] != first["token"]
-    hb = scripts.run(r, "heartbeat", [k.active, k.events], [k.job_prefix, 1000, 1, job_id, first["token"], "", ""])
+    hb = scripts.run(
+        r,
+        "heartbeat",
+        [k.active, k.events, k.intake, k.ready, k.seq, k.stats],
+        [k.job_prefix, 1000, 1, job_id, first["token"], "", ""],
+    )
     assert hb == [-1]
     fail = scripts.run(
-        r, "fail", [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats],
+        r, "fail",
+        [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, k.intake, k.ready, k.seq],
         [k.job_prefix, 1000, 0, job_id, first["token"], "failed", 0, 0, '{"error_class": "X"}', 1],
     )  # fmt: skip
     assert fail[0] == 0

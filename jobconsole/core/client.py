@@ -279,8 +279,11 @@ class Client:
             for q, exists in zip(queues, pipe.execute(), strict=True):
                 if exists:
                     return q
-            if attempt == 0 and not sum(self.materialize(q) for q in queues):
-                break  # no intake held anything: the job does not exist
+            if attempt == 0:
+                # Look again even when these drains found nothing: another client or a worker may have drained
+                # the job's intake entry between the look above and now.
+                for q in queues:
+                    self.materialize(q)
         raise JobNotFound(f"no job {job_id}")
 
     def job_keys(self, job_id: str, queue: str | None = None) -> QueueKeys:
@@ -299,8 +302,8 @@ class Client:
             h, attempts = pipe.execute()
             if h:
                 return Job.from_hash(h, attempts if history else None)
-            if attempt == 0 and not self.materialize(k.queue):
-                break
+            if attempt == 0:
+                self.materialize(k.queue)  # look again even if this drain found nothing (see locate)
         raise JobNotFound(f"no job {job_id}")
 
     def counts(self, queue: str) -> QueueCounts:
@@ -368,7 +371,9 @@ class Client:
         if not self.redis.sismember(keys.QUEUES, queue):  # a queue paused before its first job
             self.redis.sadd(keys.QUEUES, queue)  # (no SADD otherwise: a full Redis refuses it, known or not)
         return bool(
-            scripts.run(self.redis, "set_paused", [k.paused, k.events, k.wake], [self.events_maxlen, int(paused)])
+            scripts.run(
+                self.redis, "set_paused", [k.paused, k.events, k.wake, k.idle], [self.events_maxlen, int(paused)]
+            )
         )
 
     @staticmethod

@@ -89,7 +89,9 @@ class Maintenance:
             )
         done = 0
         for queue in known_queues(self.redis):
-            done += self.recover(queue, outage_ms=outage_ms) + self.promote(queue)
+            # Promote (which drains the intake) first: a job handed to a worker that died before anything
+            # drained it is then in the active set, and this same pass recovers it.
+            done += self.promote(queue) + self.recover(queue, outage_ms=outage_ms)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
             for queue in known_queues(self.redis):
@@ -124,7 +126,7 @@ class Maintenance:
             scripts.run(
                 self.redis,
                 "promote",
-                [k.scheduled, k.ready, k.seq, k.wake, k.events, k.intake, k.stats],
+                [k.scheduled, k.ready, k.seq, k.wake, k.events, k.intake, k.stats, k.active],
                 [k.job_prefix, self.events_maxlen, limit],
             )
         )

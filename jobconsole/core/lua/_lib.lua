@@ -92,6 +92,10 @@ local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', '
                       'ready_at', 'enqueued_at'}
 -- `hset`, when given, is an HSET of the job's other fields still to be written (a new job): its fields go
 -- in the same command, the lease's last so that they win (HSET sets repeated fields in order).
+local function leased_reply(job_id, token, h, attempt, now)
+  return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
+          h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}
+end
 local function lease_values(attempt, token, worker, host, pid, now)
   return 'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker, 'host', host, 'pid', pid,
          'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
@@ -107,8 +111,7 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
   end
   redis.call('ZADD', active_key, now + tonumber(h.lease_ms or 30000), job_id)
   emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
-  return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
-          h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}
+  return leased_reply(job_id, token, h, attempt, now)
 end
 
 -- A job's LEASE_FIELDS as a table (fields it does not have are nil), or nil when the job is gone.
@@ -138,8 +141,13 @@ end
 -- entries into jobs here first, in the order they were accepted, so nothing downstream sees a
 -- difference. An entry's id is the Redis time of its acceptance: that is the job's enqueued_at.
 -- An entry is 'id', id, 'task', task, 'priority', priority, then the job hash's other field pairs.
+-- A leased entry is a job an enqueue handed straight to an idle worker (see enqueue.lua): it starts
+-- 'leased', id instead, and its pairs end with the lease (lease_values), so it becomes a running job
+-- under that lease, in the active set, exactly as if the enqueue had written it. Every script that acts
+-- on a running job by id (complete, fail, heartbeat, drop, release, release_orphans, claim's inbox check)
+-- drains first, so none of them can miss one.
 local INTAKE_MAX = 1000  -- a fast enqueue is refused (takes the full path) once this many wait
-local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, maxlen)
+local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen)
   local entries = redis.call('XRANGE', intake_key, '-', '+', 'COUNT', INTAKE_MAX)
   local n = #entries
   if n == 0 then return 0 end
@@ -149,15 +157,25 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
-    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', 'queued', unpack(fields))
+    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', 'queued', 'id', job_id, unpack(fields, 3))
     emit(events_key, maxlen, job_id, 'enqueued', 'queued')
-    seq = seq + 1
-    adds[#adds + 1] = ready_score(priority, seq)
-    adds[#adds + 1] = job_id
-    local field = math.floor(at / 60000) .. '|enqueued|' .. task
+    local minute = math.floor(at / 60000)
+    if fields[1] == 'leased' then
+      local h = {}
+      for f = 7, #fields - 1, 2 do h[fields[f]] = fields[f + 1] end
+      redis.call('ZADD', active_key, tonumber(h.started_at) + tonumber(h.lease_ms or 30000), job_id)
+      emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', h.attempts, 'worker', h.worker})
+      local started = minute .. '|started|' .. task  -- waited 0 ms: nothing to add to wait_ms
+      counts[started] = (counts[started] or 0) + 1
+    else
+      seq = seq + 1
+      adds[#adds + 1] = ready_score(priority, seq)
+      adds[#adds + 1] = job_id
+    end
+    local field = minute .. '|enqueued|' .. task
     counts[field] = (counts[field] or 0) + 1
   end
-  redis.call('ZADD', ready_key, unpack(adds))
+  if #adds > 0 then redis.call('ZADD', ready_key, unpack(adds)) end
   -- The drained entries are the oldest ones: cut them off the head (much cheaper than XDEL of each id).
   if redis.call('XLEN', intake_key) == n then
     redis.call('DEL', intake_key)

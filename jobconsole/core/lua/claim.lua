@@ -15,6 +15,8 @@ local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
 local now = now_ms()
 local out = {now, -1}
+-- First, so that a job handed to this worker's inbox as a leased intake entry has its hash to check.
+drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], KEYS[3], maxlen)
 if idle_key then
   redis.call('ZREM', idle_key, member)
   -- Registrations of workers killed while idle would otherwise linger until an enqueue pops them, and while
@@ -30,7 +32,6 @@ if idle_key then
     end
   end
 end
-drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], maxlen)
 promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
 local paused = redis.call('EXISTS', KEYS[4]) == 1
 local claimed = 0

@@ -3,7 +3,8 @@
 -- e.g. a paused one, still shows them to readers and the mirror), then move due scheduled jobs to the
 -- ready set (claim does both too).
 -- KEYS[1] scheduled  KEYS[2] ready  KEYS[3] seq  KEYS[4] wake  KEYS[5] events  KEYS[6] intake  KEYS[7] stats
+-- KEYS[8] active
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] limit
 -- Returns the number promoted.
-drain_intake(KEYS[6], ARGV[1], KEYS[2], KEYS[3], KEYS[5], KEYS[7], ARGV[2])
+drain_intake(KEYS[6], ARGV[1], KEYS[2], KEYS[3], KEYS[5], KEYS[7], KEYS[8], ARGV[2])
 return promote_due(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], now_ms(), tonumber(ARGV[3]))
