@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from jobconsole.core import Client, JobSpec, JobState, scripts
+from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
@@ -154,3 +154,24 @@ def test_lapsed_idle_registrations_are_cleared(r: "redis.Redis", client: Client)
         [K.job_prefix, 1000, 0, "w", "host", 2, json.dumps(["w", "host", 2]), 0],
     )  # fmt: skip
     assert not r.exists(K.idle)
+
+
+def test_a_read_finds_a_job_that_another_client_drained_meanwhile(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    """Between a read's first look and its own drain, a worker or another client may drain the job's entry:
+    the read's drain then finds nothing, and the job exists all the same."""
+    other = Client(r, registry)
+
+    class Overtaken(Client):
+        def materialize(self, queue: str) -> int:
+            other.materialize(queue)  # someone else drains first
+            return super().materialize(queue)  # so this drain finds nothing
+
+    reader = Overtaken(r, registry)
+    got = client.enqueue("t.ok").id
+    assert r.xlen(K.intake) == 1
+    assert reader.get(got, "q").state is JobState.QUEUED
+    located = client.enqueue("t.ok").id
+    assert r.xlen(K.intake) == 1
+    assert reader.locate(located) == "q"
