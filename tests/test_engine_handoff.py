@@ -131,13 +131,13 @@ def test_a_worker_acks_and_heartbeats_a_handed_job_before_anything_else_drained_
     _register_idle(r, "w1")
     job_id = client.enqueue("t.ok").id
     token = json.loads(r.lindex(K.inbox("w1"), 0))[1]
-    beat = scripts.run(r, "heartbeat", [K.active, K.events, K.intake, K.ready, K.seq, K.stats],
+    beat = scripts.run(r, "heartbeat", [K.active, K.events, *K.drain_keys],
                        [K.job_prefix, 1000, 1, job_id, token, "", ""])  # fmt: skip
     assert beat == [0]  # extended, not "lease lost"
     _register_idle(r, "w1")
     other = client.enqueue("t.ok").id
     other_token = json.loads(r.lindex(K.inbox("w1"), 1))[1]
-    done = scripts.run(r, "complete", [K.active, K.completed, K.unique, K.events, K.stats, K.intake, K.ready, K.seq],
+    done = scripts.run(r, "complete", [K.active, K.completed, K.unique, K.events, K.stats, *K.drain_keys],
                        [K.job_prefix, 1000, 0, 1, other, other_token, "null", 1])  # fmt: skip
     assert done == [1] and client.get(other).state is JobState.COMPLETED
     assert client.get(job_id).state is JobState.RUNNING

@@ -287,7 +287,7 @@ def _claim_one(r: "redis.Redis", queue: str = "q") -> dict[str, str]:
 def _complete(r: "redis.Redis", job_id: str, token: str, queue: str = "q") -> int:
     k = queue_keys(queue)
     [code] = scripts.run(
-        r, "complete", [k.active, k.completed, k.unique, k.events, k.stats, k.intake, k.ready, k.seq],
+        r, "complete", [k.active, k.completed, k.unique, k.events, k.stats, *k.drain_keys],
         [k.job_prefix, 1000, 0, 1, job_id, token, '"late"', 1],
     )  # fmt: skip
     return int(code)
@@ -304,13 +304,13 @@ def test_stale_lease_token_cannot_ack_heartbeat_or_fail(r: "redis.Redis", client
     hb = scripts.run(
         r,
         "heartbeat",
-        [k.active, k.events, k.intake, k.ready, k.seq, k.stats],
+        [k.active, k.events, *k.drain_keys],
         [k.job_prefix, 1000, 1, job_id, first["token"], "", ""],
     )
     assert hb == [-1]
     fail = scripts.run(
         r, "fail",
-        [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, k.intake, k.ready, k.seq],
+        [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, *k.drain_keys],
         [k.job_prefix, 1000, 0, job_id, first["token"], "failed", 0, 0, '{"error_class": "X"}', 1],
     )  # fmt: skip
     assert fail[0] == 0

@@ -18,4 +18,4 @@ def drain(connection: "redis.Redis", queue: str, events_maxlen: int = DEFAULT_EV
 def drain_call(queue: str, events_maxlen: int = DEFAULT_EVENTS_MAXLEN) -> scripts.Call:
     """The script call of `drain`, for a caller that batches it with others."""
     k = queue_keys(queue)
-    return "drain", [k.intake, k.ready, k.seq, k.events, k.stats, k.active], [k.job_prefix, events_maxlen]
+    return "drain", k.drain_keys, [k.job_prefix, events_maxlen]

@@ -61,6 +61,12 @@ class QueueKeys:
         return self.job_prefix + job_id + ":attempts"
 
     @property
+    def drain_keys(self) -> list[str]:
+        """The KEYS block `drain_intake_at` in lua/_lib.lua reads: appended to the keys of every script that
+        acts on a job by id, which drains the intake first (a job handed to a worker may still be an entry)."""
+        return [self.intake, self.ready, self.seq, self.events, self.stats, self.active]
+
+    @property
     def terminal_sets(self) -> dict[str, str]:
         return {
             "completed": self.completed,

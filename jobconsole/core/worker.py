@@ -253,7 +253,7 @@ class Worker:
             held = [job_id for job_id, job in self.running.items() if job.queue == k.queue]
             released = scripts.run(
                 self.redis, "release_orphans",
-                [k.active, k.ready, k.events, k.wake, k.seq, k.idle, k.inbox(self.id), k.intake, k.stats],
+                [k.active, k.ready, k.events, k.wake, k.seq, k.idle, k.inbox(self.id), *k.drain_keys],
                 [k.job_prefix, self.events_maxlen, self.id, self._idle_member, *held],
             )  # fmt: skip
             for job_id in released:
@@ -445,7 +445,7 @@ class Worker:
             scripts.run(
                 self.redis,
                 "drop",
-                [k.active, k.dropped, k.unique, k.events, k.intake, k.ready, k.seq, k.stats],
+                [k.active, k.dropped, k.unique, k.events, *k.drain_keys],
                 [k.job_prefix, self.events_maxlen, job_id, token, reason],
             )
             log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
@@ -521,9 +521,7 @@ class Worker:
             ]  # fmt: skip
             for o in batch:
                 args += [o.job.id, o.job.token, o.result_json, o.runtime_ms]
-            calls.append(
-                ("complete", [k.active, k.completed, k.unique, k.events, k.stats, k.intake, k.ready, k.seq], args)
-            )
+            calls.append(("complete", [k.active, k.completed, k.unique, k.events, k.stats, *k.drain_keys], args))
             owners.append(batch)
         return calls, owners, outcomes
 
@@ -552,13 +550,12 @@ class Worker:
         if o.kind is Kind.RELEASE:
             return (
                 "release",
-                [k.active, k.ready, k.events, k.wake, k.seq, k.intake, k.stats],
+                [k.active, k.ready, k.events, k.wake, k.seq, *k.drain_keys],
                 [k.job_prefix, self.events_maxlen, o.job.id, o.job.token, "worker shutting down (on_shutdown=requeue)"],
             )
         return (
             "fail",
-            [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats,
-             k.intake, k.ready, k.seq],
+            [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, *k.drain_keys],
             [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), o.job.id, o.job.token, o.status,
              int(o.retry), o.delay_ms, json.dumps(o.error), o.runtime_ms],
         )  # fmt: skip
@@ -641,7 +638,7 @@ class Worker:
             for job in batch:
                 progress, checkpoint = updates.get(job.id, ("", ""))
                 args += [job.id, job.token, progress, checkpoint]
-            calls.append(("heartbeat", [k.active, k.events, k.intake, k.ready, k.seq, k.stats], args))
+            calls.append(("heartbeat", [k.active, k.events, *k.drain_keys], args))
         sent = time.monotonic()
         for batch, reply in zip(by_queue.values(), scripts.run_many(self.redis, calls), strict=True):
             if isinstance(reply, Exception):

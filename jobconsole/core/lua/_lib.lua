@@ -186,3 +186,9 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
   for field, c in pairs(counts) do redis.call('HINCRBY', stats_key, field, c) end
   return n
 end
+-- drain_intake with its keys from KEYS[first..first+5]: intake, ready, seq, events, stats, active
+-- (QueueKeys.drain_keys), the block a script that acts on a job by id takes last.
+local function drain_intake_at(first, prefix, maxlen)
+  return drain_intake(KEYS[first], prefix, KEYS[first + 1], KEYS[first + 2], KEYS[first + 3], KEYS[first + 4],
+                      KEYS[first + 5], maxlen)
+end

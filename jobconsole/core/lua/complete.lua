@@ -1,13 +1,12 @@
 #!lua flags=allow-oom
 -- Acknowledge finished jobs (success), each only if its lease token is still current.
--- KEYS[1] active  KEYS[2] completed  KEYS[3] unique  KEYS[4] events  KEYS[5] stats  KEYS[6] intake  KEYS[7] ready
--- KEYS[8] seq
+-- KEYS[1] active  KEYS[2] completed  KEYS[3] unique  KEYS[4] events  KEYS[5] stats  KEYS[6..11] the drain block
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms (0 = keep)  ARGV[4] number of jobs
 -- then per job: id, token, result (JSON), runtime_ms
 -- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
 -- (the lease was lost; this worker must not overwrite the new owner's result).
 local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-drain_intake(KEYS[6], prefix, KEYS[7], KEYS[8], KEYS[4], KEYS[5], KEYS[1], maxlen)  -- a handed job's hash
+drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
 local completed, runtime = {}, {}

@@ -1,11 +1,10 @@
 #!lua flags=allow-oom
 -- Set aside a claimed job this worker cannot run (its task is not registered here). Not an attempt.
--- KEYS[1] active  KEYS[2] dropped  KEYS[3] unique  KEYS[4] events  KEYS[5] intake  KEYS[6] ready  KEYS[7] seq
--- KEYS[8] stats
+-- KEYS[1] active  KEYS[2] dropped  KEYS[3] unique  KEYS[4] events  KEYS[5..10] the drain block
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] token  ARGV[5] reason
 -- Returns 1 = dropped, 0 = stale token.
 local prefix, maxlen, job_id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-drain_intake(KEYS[5], prefix, KEYS[6], KEYS[7], KEYS[4], KEYS[8], KEYS[1], maxlen)  -- a handed job's hash
+drain_intake_at(5, prefix, maxlen)  -- a handed job's hash
 local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'token', 'state')
 if f[1] ~= token or f[2] ~= 'running' then return 0 end

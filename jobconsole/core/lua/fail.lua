@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- Record a failed (or interrupted) attempt; retry it later, dead-letter it, or end it.
 -- KEYS[1] active  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] cancelled  KEYS[6] unique
--- KEYS[7] events  KEYS[8] stats  KEYS[9] intake  KEYS[10] ready  KEYS[11] seq
+-- KEYS[7] events  KEYS[8] stats  KEYS[9..14] the drain block
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id  ARGV[5] token
 -- ARGV[6] outcome ('failed', 'timeout', 'cancelled', 'shutdown')  ARGV[7] retry wanted (1/0)
 -- ARGV[8] retry delay ms  ARGV[9] error as JSON object {error_class, message, traceback, top_frame}
@@ -9,7 +9,7 @@
 -- Returns {code, state}: code 1 = recorded, 0 = stale token; state is the job's new state.
 local prefix, maxlen, ttl, job_id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local outcome, retry, delay, err = ARGV[6], ARGV[7] == '1', tonumber(ARGV[8]), cjson.decode(ARGV[9])
-drain_intake(KEYS[9], prefix, KEYS[10], KEYS[11], KEYS[7], KEYS[8], KEYS[1], maxlen)  -- a handed job's hash
+drain_intake_at(9, prefix, maxlen)  -- a handed job's hash
 local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'token', 'state', 'attempts', 'max_retries', 'dead_letter', 'task')
 if f[1] ~= token or f[2] ~= 'running' then return {0, f[2] or ''} end

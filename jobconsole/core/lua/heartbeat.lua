@@ -1,11 +1,11 @@
 #!lua flags=allow-oom
 -- Extend the leases of running jobs; only the owner (current token) may extend.
--- KEYS[1] active  KEYS[2] events  KEYS[3] intake  KEYS[4] ready  KEYS[5] seq  KEYS[6] stats
+-- KEYS[1] active  KEYS[2] events  KEYS[3..8] the drain block
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs
 -- then per job: id, token, progress ('' = unchanged), checkpoint JSON ('' = unchanged)
 -- Returns per job -1 = stale token (lease lost), 0 = extended, 1 = extended and cancellation requested.
 local prefix, maxlen, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
-drain_intake(KEYS[3], prefix, KEYS[4], KEYS[5], KEYS[2], KEYS[6], KEYS[1], maxlen)  -- a handed job's hash
+drain_intake_at(3, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
 for j = 0, n - 1 do

@@ -4,12 +4,12 @@
 -- (it was stopping). They never started, so no attempt is used up. Also drops the worker's idle
 -- registration, so no enqueue hands it another job until its next claim.
 -- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq  KEYS[6] idle  KEYS[7] its inbox
--- KEYS[8] intake  KEYS[9] stats
+-- KEYS[8..13] the drain block
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] worker id  ARGV[4] its idle registration
 -- then the ids the worker does hold
 -- Returns the ids given back.
 local prefix, maxlen, worker = ARGV[1], ARGV[2], ARGV[3]
-drain_intake(KEYS[8], prefix, KEYS[2], KEYS[5], KEYS[3], KEYS[9], KEYS[1], maxlen)  -- handed jobs' hashes
+drain_intake_at(8, prefix, maxlen)  -- handed jobs' hashes
 redis.call('ZREM', KEYS[6], ARGV[4])
 redis.call('DEL', KEYS[7])
 local held = {}
