@@ -19,6 +19,7 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -234,32 +235,73 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
+def run_once(name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    result = run_adapter(name, spec, url, mode, workers, jobs, samples)
+    status = "ok" if result.get("ok") else f"FAILED: {result.get('error')}"
+    if isinstance(jps := result.get("jobs_per_s"), float):
+        status += f"  {jps:,.0f} jobs/s"
+    if isinstance(p50 := result.get("p50_ms"), float):
+        status += f"  p50 {p50:.2f} ms"
+    log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}")
+    return result
+
+
 def run_step(
     name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
 ) -> dict[str, Any]:
-    """One measurement of one peer (best of `repeat` for the rates; latency is one run of all its samples)."""
-    n, times = jobs, 1
-    if mode != "latency":
-        times = repeat  # the machine is shared: keep the least disturbed run (a bulk run lasts under a second)
-    if mode == "throughput":
-        n = min(jobs, spec.max_throughput_jobs or jobs)
-    runs = []
-    for _ in range(times):
-        t0 = time.monotonic()
-        result = run_adapter(name, spec, url, mode, workers, n, samples)
-        status = "ok" if result.get("ok") else f"FAILED: {result.get('error')}"
-        jps = result.get("jobs_per_s")
-        detail = f"  {jps:,.0f} jobs/s" if isinstance(jps, float) else ""
-        log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}{detail}")
-        runs.append(result)
-    return best_of(runs) if times > 1 else runs[0]
+    """One rate of one peer, the best of `repeat` runs: the machine is shared, so keep the least disturbed run
+    (a bulk run lasts under a second)."""
+    n = min(jobs, spec.max_throughput_jobs or jobs) if mode == "throughput" else jobs
+    runs = [run_once(name, spec, url, mode, workers, n, samples) for _ in range(repeat)]
+    return best_of(runs) if repeat > 1 else runs[0]
 
 
-def run_all(peers: list[str], url: str, jobs: int, samples: int, repeat: int) -> list[dict[str, Any]]:
+def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One peer's latency rounds as one result: percentiles of every sample of every round (no best-of: an
+    idle pick-up's spread is what is measured), each round's p50 kept for the round-by-round comparison."""
+    ok = [r for r in rounds if r.get("ok")]
+    if len(ok) < len(rounds) or not ok:
+        return next(r for r in rounds if not r.get("ok"))
+    delays = [d for r in ok for d in r["delays_ms"]]
+    calls = [c for r in ok for c in r["calls_ms"]]
+    q = statistics.quantiles(delays, n=100, method="inclusive")
+    pooled: dict[str, Any] = {k: v for k, v in ok[0].items() if k not in ("delays_ms", "calls_ms")}
+    pooled.update(
+        samples=len(delays),
+        p50_ms=round(q[49], 3),
+        p95_ms=round(q[94], 3),
+        p99_ms=round(q[98], 3),
+        max_ms=round(max(delays), 3),
+        enqueue_call_p50_ms=round(statistics.median(calls), 3),
+        after_call_p50_ms=round(statistics.median(d - c for d, c in zip(delays, calls, strict=True)), 3),
+        redis_cpu_us_per_pickup=round(statistics.fmean(r["redis_cpu_us_per_pickup"] for r in ok), 1),
+        round_p50_ms=[r["p50_ms"] for r in ok],
+    )
+    return pooled
+
+
+def run_latency_rounds(peers: list[str], url: str, samples: int, rounds: int) -> list[dict[str, Any]]:
+    """Idle pick-up, the peers taking turns round by round, so that the VM's drift (and its good and bad
+    minutes) fall on every system alike; each peer's rounds are then pooled."""
+    measured = [n for n in peers if ("latency", 1) in (PEERS[n].plan or PLAN)]
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in measured}
+    for _ in range(rounds):
+        for name in measured:
+            runs[name].append(run_once(name, PEERS[name], url, "latency", 1, 1, samples))
+    return [pooled_latency(runs[n]) for n in measured]
+
+
+def run_all(
+    peers: list[str], url: str, jobs: int, samples: int, repeat: int, latency_rounds: int
+) -> list[dict[str, Any]]:
     """Measure by measurement, every system back to back: a VM whose speed drifts over a run (this one
     does, by a third) then shifts each column as a whole instead of favouring whoever runs first."""
     results = []
     for mode, workers in PLAN:
+        if mode == "latency":
+            results.extend(run_latency_rounds(peers, url, samples, latency_rounds))
+            continue
         for name in peers:
             spec = PEERS[name]
             if (mode, workers) in (spec.plan or PLAN):
@@ -370,6 +412,24 @@ def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
+def pickup_rounds(results: list[dict[str, Any]], peers: list[str], ours: str = "jobconsole") -> str:
+    """Each latency round's p50, ours against the best peer of the same round: an idle pick-up differs by a
+    few hundredths of a millisecond between the fastest systems, less than one round's spread on this VM."""
+    mine = pick(results, ours, "latency", 1).get("round_p50_ms") or []
+    others = [(p, pick(results, p, "latency", 1).get("round_p50_ms") or []) for p in peers if p != ours]
+    others = [(p, r) for p, r in others if len(r) == len(mine)]
+    if len(mine) < 2 or not others:
+        return ""
+    lines = [f"pick-up p50 by round (ms; the peers took turns), {ours} against the best peer of each round:"]
+    ahead = 0
+    for i, p50 in enumerate(mine):
+        best, who = min((r[i], p) for p, r in others)
+        ahead += p50 < best
+        lines.append(f"  round {i + 1}: {p50:5.2f} vs {best:5.2f} ({who})")
+    lines.append(f"  {ours} lower in {ahead} of {len(mine)} rounds")
+    return "\n".join(lines)
+
+
 def pickup_path(results: list[dict[str, Any]], peers: list[str]) -> str:
     """Where the idle pick-up goes: when the producer's enqueue call returns (its own work plus the round trip
     in which Redis runs the enqueue) against when the task starts (the worker is woken by the same Redis
@@ -408,6 +468,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--samples", type=int, help=f"latency samples (default {FULL_SAMPLES})")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS} jobs and {QUICK_SAMPLES} latency samples")
     p.add_argument("--repeat", type=int, default=1, help="runs of each rate (enqueue, throughput); the best is kept")
+    p.add_argument(
+        "--latency-rounds", type=int,
+        help="latency runs of each peer, taking turns; all their samples are pooled (default: --repeat)",
+    )  # fmt: skip
     p.add_argument("--redis-url", help="use this Redis instead of a private one (it gets FLUSHALLed!)")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
@@ -439,11 +503,11 @@ def ensure_ready(peers: list[str], no_setup: bool) -> None:
         sys.exit(f"not runnable (missing venv or adapter): {', '.join(missing)}")
 
 
-def footer(peers: list[str], jobs: int, samples: int, repeat: int, duration_s: float) -> str:
+def footer(peers: list[str], jobs: int, samples: int, repeat: int, latency_rounds: int, duration_s: float) -> str:
     caps = [f"{n} {c:,}" for n in peers if (c := PEERS[n].max_throughput_jobs) and c < jobs]
     return (
         f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; best of {repeat}), "
-        f"{samples} latency samples, {duration_s:.0f}s total. "
+        f"{samples} latency samples x {latency_rounds} rounds, {duration_s:.0f}s total. "
         "cmds/job = Redis commands per job for enqueue + 1-worker processing, "
         "harness bookkeeping excluded; cpu ms/job = 1-worker process CPU per job over the measured window; "
         "enq bulk '-' = the peer has no bulk enqueue API (reason in peers.json)."
@@ -470,6 +534,7 @@ def main() -> int:
     exit_on_sigterm()
     jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
     samples = args.samples or (QUICK_SAMPLES if args.quick else FULL_SAMPLES)
+    latency_rounds = args.latency_rounds or args.repeat
     peers = select_peers(args.peers)
     ensure_ready(peers, args.no_setup)
     meta: dict[str, Any] = {
@@ -480,22 +545,29 @@ def main() -> int:
         "jobs": jobs,
         "latency_samples": samples,
         "throughput_repeats": args.repeat,
+        "latency_rounds": latency_rounds,
         "peers": peers,
         "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)} ({args.appendfsync})",
     }
     t0 = time.monotonic()
     redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server, args.appendfsync)
     with redis_ctx as url:
-        results = run_all(peers, url, jobs, samples, args.repeat)
+        results = run_all(peers, url, jobs, samples, args.repeat, latency_rounds)
     meta["duration_s"] = round(time.monotonic() - t0, 1)
     write_results(results, meta)
     print(table(results, peers))
     print()
-    for section in (ratios(results, peers), scaling(results, peers), pickup_path(results, peers)):
+    sections = (
+        ratios(results, peers),
+        scaling(results, peers),
+        pickup_rounds(results, peers),
+        pickup_path(results, peers),
+    )
+    for section in sections:
         if section:
             print(section)
             print()
-    print(footer(peers, jobs, samples, args.repeat, meta["duration_s"]))
+    print(footer(peers, jobs, samples, args.repeat, latency_rounds, meta["duration_s"]))
     return 0 if all(r.get("ok") for r in results) else 1
 
 

@@ -495,6 +495,9 @@ class Run:
             # Redis CPU per sample while idle gaps dominate: the enqueue, the worker's pick-up and ack, and the
             # harness's own BLPOP and RPUSH of the sample (the same for every peer).
             "redis_cpu_us_per_pickup": round(redis_cpu_s * 1e6 / samples, 1),
+            # Every sample, so that run_peers.py can pool the rounds of an alternated run.
+            "delays_ms": [round(d, 3) for d in delays],
+            "calls_ms": [round(c, 3) for c in calls],
             "method": LATENCY_METHOD,
         }
 
