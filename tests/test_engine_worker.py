@@ -535,3 +535,26 @@ def test_prefetch_covers_more_jobs_the_shorter_they_are_within_bounds() -> None:
     assert prefetch_count(2.0, threads=3) == PREFETCH_MIN  # 15 by work, raised to the floor
     assert prefetch_count(0.05, threads=3) == PREFETCH_MAX  # no-ops: bounded, so no worker hoards a burst
     assert prefetch_count(0.0, threads=1) == PREFETCH_MAX
+
+
+def test_a_freed_slot_is_claimed_at_once_while_tasks_are_long(r: "redis.Redis", registry: TaskRegistry) -> None:
+    """Outcomes are gathered for a moment so that one round trip reports many, but only while jobs claimed
+    ahead keep the threads busy: long tasks get none, so waiting would leave a thread idle on every job."""
+    from jobconsole.core.execution import Kind, Outcome
+
+    worker = Worker(r, ["q"], registry, concurrency=4, maintenance=False)
+    try:
+        worker._pending = [Outcome(job=None, kind=Kind.COMPLETE, runtime_ms=50)]  # _gather only counts them
+        worker.running = dict.fromkeys(["a", "b", "c", "d"])
+        worker._avg_runtime_ms = 50.0  # nothing claimed ahead
+        began = time.monotonic()
+        assert worker._gather(window=1.0) == 1
+        assert time.monotonic() - began < 0.5
+
+        worker._avg_runtime_ms = 1.0  # short tasks: 40 claimed ahead, most of them still held
+        worker.running = dict.fromkeys(str(i) for i in range(40))
+        began = time.monotonic()
+        assert worker._gather(window=0.3) == 5  # 4 slots + 40 ahead - 40 held + 1 finished
+        assert time.monotonic() - began >= 0.3
+    finally:
+        worker._threads.stop()

@@ -19,6 +19,7 @@ are excluded and only steady-state processing is measured.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import importlib
 import json
@@ -50,6 +51,10 @@ LATENCY_KEY = "bench:latency"
 # Environment passed to worker processes (they import the adapter module).
 ENV_URL = "BENCH_REDIS_URL"
 ENV_MARK_AT = "BENCH_MARK_AT"
+# A task that waits this long before its INCR (an I/O-bound task; 0 = the no-op). It shows how a system scales
+# when the cores are not what limits it; the workers inherit it with the rest of the environment.
+ENV_TASK_SLEEP_MS = "BENCH_TASK_SLEEP_MS"
+TASK_SLEEP_S = float(os.environ.get(ENV_TASK_SLEEP_MS) or 0) / 1000
 
 MODES = ("enqueue_single", "enqueue_bulk", "throughput", "latency")
 BULK_BATCH = 1000  # jobs per bulk call: realistic size, bounded memory
@@ -108,6 +113,8 @@ def record_job(client: redis.Redis, t_enq: float | None) -> None:
     if t_enq is not None:
         client.rpush(LATENCY_KEY, repr(started - t_enq))
         return
+    if TASK_SLEEP_S:
+        time.sleep(TASK_SLEEP_S)
     done = client.incr(COUNTER_KEY)
     if done in _marks():
         client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
@@ -119,6 +126,8 @@ async def record_job_async(client: Any, t_enq: float | None) -> None:
     if t_enq is not None:
         await client.rpush(LATENCY_KEY, repr(started - t_enq))
         return
+    if TASK_SLEEP_S:
+        await asyncio.sleep(TASK_SLEEP_S)
     done = await client.incr(COUNTER_KEY)
     if done in _marks():
         await client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
@@ -574,6 +583,8 @@ def main(module_name: str) -> int:
         "workers": args.workers if uses_workers else 0,
         "jobs": args.jobs if args.mode != "latency" else 0,
     }
+    if TASK_SLEEP_S:
+        result["task_sleep_ms"] = TASK_SLEEP_S * 1000
     rc = 0
     try:
         peer: Peer = importlib.import_module(module_name).PEER

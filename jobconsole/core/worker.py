@@ -234,9 +234,14 @@ class Worker:
 
     def _gather(self, window: float = 0.002) -> int:
         """While few slots are free and jobs are still running, let more of them finish (at most
-        `window` seconds), so that one round trip reports many outcomes and claims their successors."""
+        `window` seconds), so that one round trip reports many outcomes and claims their successors.
+        Not while tasks are long: nothing is claimed ahead of them, so a free slot is a thread with nothing to
+        run, and waiting for others to free up would idle it for the window on every job."""
+        prefetch = self._prefetch()
+        if prefetch == 0:
+            return self._claimable()
         deadline = time.monotonic() + window
-        half = (self.concurrency + self._prefetch()) // 2
+        half = (self.concurrency + prefetch) // 2
         while True:
             free = self._claimable()
             remaining = deadline - time.monotonic()
