@@ -6,14 +6,14 @@ import math
 import sqlite3
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 import redis
 
-from chaos.ledger import Accepted, Execution, Fault, Ledger
+from chaos.ledger import Accepted, Duplicate, Execution, Fault, Ledger
 from chaos.tasks import FLAKY_DELAY_CAP_S, FLAKY_DELAY_S, FLAKY_RETRIES, QUEUE, FlakyError
 from jobconsole.core.backoff import Backoff, retry_delay
 from jobconsole.core.job import Attempt, Job
@@ -58,6 +58,10 @@ class Report:
     orphans: int = 0  # Redis entries left inconsistent once the queue drained (see leftovers())
     histories_checked: int = 0  # completed chaos.flaky jobs whose attempt history was read attempt by attempt
     history_defects: int = 0  # of those, histories with a defect (see history_defects())
+    unique_jobs: int = 0  # accepted jobs that carried a unique key
+    unique_duplicates: int = 0  # enqueues refused because their unique key was held
+    unique_overlaps: int = 0  # pairs of jobs with one unique key that were live at the same time
+    unique_refused_wrongly: int = 0  # duplicates refused for a holder that was not live (or not that key's job)
     dlq_attempts: list[int] = field(default_factory=list)
     recovery: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -138,9 +142,11 @@ def check(
     ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec: bool = False, mirror_db: Path | None = None
 ) -> Report:
     accepted = ledger.accepted()
+    duplicates = ledger.duplicates()
+    jobs = load_jobs(r, sorted({a.job_id for a in accepted} | {d.holder for d in duplicates}))
     report = judge(
-        accepted, ledger.executions(), ledger.faults(), load_jobs(r, [a.job_id for a in accepted]), everysec=everysec,
-        mirrored=mirrored_states(mirror_db) if mirror_db is not None else None,
+        accepted, ledger.executions(), ledger.faults(), jobs, everysec=everysec,
+        mirrored=mirrored_states(mirror_db) if mirror_db is not None else None, duplicates=duplicates,
     )  # fmt: skip
     report.effects_applied, report.effect_attempts, report.duplicate_effects = ledger.effect_counts()
     report.stale_reports = stale_reports
@@ -198,7 +204,7 @@ def mirrored_states(path: Path) -> dict[str, str]:
 
 def judge(
     accepted_jobs: list[Accepted], executions: list[Execution], faults: list[Fault], jobs: Mapping[str, Job | None],
-    *, everysec: bool = False, mirrored: Mapping[str, str] | None = None,
+    *, everysec: bool = False, mirrored: Mapping[str, str] | None = None, duplicates: Sequence[Duplicate] = (),
 ) -> Report:  # fmt: skip
     """Everything but the side effects, from plain data (so the checker itself can be tested)."""
     accepted = {a.job_id: a for a in accepted_jobs}
@@ -248,6 +254,7 @@ def judge(
                 cut_off = any(start <= lease.end and end >= lease.start for start, end in outages)
                 report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
+    _judge_unique_keys(report, accepted_jobs, duplicates, jobs)
     kills = [f.started for f in faults if f.kind == "redis_kill"]
     # A power loss's window: jobs accepted from the AOF copy it restored until Redis restarted (its `ended`; the
     # ledger stamps a job after Redis replied, so one stamped just after the kill began may still be in it).
@@ -293,6 +300,38 @@ def _judge_outcome(report: Report, a: Accepted, job: Job | None, runs: list[Exec
         report.unexpected_dead += 1
     else:
         report.lost += 1  # missing, stuck unfinished, or "completed" without any successful run
+
+
+LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # a job holds its unique key in these
+
+
+def _judge_unique_keys(
+    report: Report, accepted: Sequence[Accepted], duplicates: Sequence[Duplicate], jobs: Mapping[str, Job | None]
+) -> None:
+    """At most one live job per unique key (reliability #14), and a duplicate only while one is live.
+
+    A job is live from its acceptance to its end (Redis's enqueued_at and finished_at, from one clock); two
+    jobs with one key whose lives overlap mean the key let a second job in. A duplicate's holder must be an
+    accepted job with that key that had not finished when the producer sent the refused job: a holder already
+    finished then (its key leaked) would turn every later job with that key away, which is a silent loss."""
+    lives: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    keyed = {a.job_id: a.unique_key for a in accepted if a.unique_key}
+    for job_id, ukey in keyed.items():
+        job = jobs.get(job_id)
+        if job is None or job.enqueued_at is None:
+            continue  # lost: counted as such
+        end = math.inf if job.state.value in LIVE_STATES or job.finished_at is None else job.finished_at.timestamp()
+        lives[ukey].append((job.enqueued_at.timestamp(), end))
+    report.unique_jobs = len(keyed)
+    report.unique_duplicates = len(duplicates)
+    report.unique_overlaps = sum(count_overlaps(spans) for spans in lives.values())
+    for d in duplicates:
+        holder = jobs.get(d.holder)
+        finished = holder.finished_at if holder is not None and holder.state.value not in LIVE_STATES else None
+        if keyed.get(d.holder) != d.unique_key or (finished is not None and finished.timestamp() < d.sent_at - EPS):
+            report.unique_refused_wrongly += 1
+            if report.unique_refused_wrongly <= 3:
+                report.notes.append(f"job {d.job_id} refused as a duplicate of {d.holder}, which was not live")
 
 
 def _judge_leases(report: Report, runs: list[Execution], held: list[Lease], matched: dict[Execution, Lease]) -> None:

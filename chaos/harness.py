@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 
 from chaos.cluster import Cluster, Proc
-from chaos.ledger import Accepted, Ledger
+from chaos.ledger import Accepted, Duplicate, Ledger
 from chaos.proxy import Mode, Proxy
 from chaos.tasks import LEASE_S, QUEUE
 from jobconsole.core import Client, EnqueueResult, JobSpec, RedisFull
@@ -33,11 +33,12 @@ class Planned:
 
 def work(
     key: str, seconds: float | None = None, *, task: str = "chaos.work", delay: float | None = None,
-    expect: str = "completed", **params: object,
+    expect: str = "completed", unique_key: str | None = None, **params: object,
 ) -> Planned:  # fmt: skip
-    """A job with a fixed id (so a retried enqueue is idempotent) and a logical side-effect key."""
+    """A job with a fixed id (so a retried enqueue is idempotent) and a logical side-effect key. With a
+    `unique_key`, Redis may refuse it as a duplicate: the ledger then books it apart, not as accepted."""
     args = {"key": key, **params} | ({} if seconds is None else {"seconds": seconds})
-    return Planned(JobSpec(task=task, id=new_job_id(), params=args, delay=delay), expect)
+    return Planned(JobSpec(task=task, id=new_job_id(), params=args, delay=delay, unique_key=unique_key), expect)
 
 
 class Producer(threading.Thread):
@@ -108,7 +109,9 @@ class Producer(threading.Thread):
                 )
                 return
             except RedisFull as full:
-                self._accepted([waiting[r.id] for r in full.accepted], full.accepted, sent_at)
+                # Its results are those of the jobs that went in, in the order sent (a duplicate's names its holder).
+                refused = set(full.refused)
+                self._accepted([p for job_id, p in waiting.items() if job_id not in refused], full.accepted, sent_at)
                 waiting = {job_id: waiting[job_id] for job_id in full.refused}
                 self._refused_ids.update(waiting)
                 self._refused()
@@ -120,15 +123,20 @@ class Producer(threading.Thread):
                 time.sleep(0.1)
 
     def _accepted(self, planned: Sequence[Planned], results: Sequence[EnqueueResult], sent_at: float) -> None:
-        for result in results:
-            if result.id in self._refused_ids:
-                self._refused_ids.discard(result.id)
-                if not result.created:
+        accepted: list[Accepted] = []
+        duplicates: list[Duplicate] = []
+        for p, r in zip(planned, results, strict=True):
+            if r.status == "duplicate":  # its unique key is held by the live job r.id: nothing was written
+                duplicates.append(Duplicate(p.spec.id or "", p.spec.unique_key or "", r.id, sent_at))
+                continue
+            if r.id in self._refused_ids:
+                self._refused_ids.discard(r.id)
+                if not r.created:
                     self.refused_left_trace += 1
-        self.ledger.accept(
-            Accepted(r.id, p.spec.task, p.expect, sent_at + (p.spec.delay or 0.0))
-            for p, r in zip(planned, results, strict=True)
-        )
+            not_before = sent_at + (p.spec.delay or 0.0)
+            accepted.append(Accepted(r.id, p.spec.task, p.expect, not_before, unique_key=p.spec.unique_key or ""))
+        self.ledger.accept(accepted)
+        self.ledger.duplicate(duplicates)
         self.last_accepted = time.monotonic()
 
     def _refused(self) -> None:

@@ -1,7 +1,8 @@
 """The ledger: an SQLite (WAL) file outside Redis that the harness and every worker process write to.
 
-It records what the checker needs to judge Redis from the outside: every job a producer got accepted,
-every execution a task began and ended, every side effect (by idempotency key), and every fault injected.
+It records what the checker needs to judge Redis from the outside: every job a producer got accepted (and
+every one refused because its unique key was held), every execution a task began and ended, every side effect
+(by idempotency key), and every fault injected.
 A committed row survives a SIGKILL of the writer (WAL data sits in the OS page cache), so a task killed
 right after writing still leaves its trace.
 """
@@ -28,7 +29,10 @@ ENV = "CHAOS_LEDGER"  # worker processes find the ledger through this variable
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS accepted (
     job_id TEXT PRIMARY KEY, task TEXT NOT NULL, expect TEXT NOT NULL, not_before REAL NOT NULL,
-    accepted_at REAL NOT NULL
+    accepted_at REAL NOT NULL, unique_key TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS duplicates (
+    job_id TEXT NOT NULL, unique_key TEXT NOT NULL, holder TEXT NOT NULL, sent_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS executions (
     id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, attempt INTEGER NOT NULL, token TEXT NOT NULL,
@@ -52,6 +56,17 @@ class Accepted:
     expect: str  # 'completed' or 'dead' (poison jobs, garbled payloads)
     not_before: float  # a lower bound of the job's run_at (wall clock, seconds)
     accepted_at: float = 0.0  # when the ledger recorded it (set by the ledger; wall clock, seconds)
+    unique_key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A job the enqueue refused because its unique key was held: `holder` is the live job Redis named."""
+
+    job_id: str
+    unique_key: str
+    holder: str
+    sent_at: float  # when the producer sent it (wall clock, seconds): Redis decided after this
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +116,18 @@ class Ledger:
 
     def accept(self, jobs: Iterable[Accepted]) -> None:
         now = _now()
-        rows = [(a.job_id, a.task, a.expect, a.not_before, now) for a in jobs]
+        rows = [(a.job_id, a.task, a.expect, a.not_before, now, a.unique_key) for a in jobs]
         db = self._db()
         with db:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR IGNORE INTO accepted VALUES (?, ?, ?, ?, ?)", rows)
+            db.executemany("INSERT OR IGNORE INTO accepted VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def duplicate(self, refused: Iterable[Duplicate]) -> None:
+        rows = [(d.job_id, d.unique_key, d.holder, d.sent_at) for d in refused]
+        db = self._db()
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO duplicates VALUES (?, ?, ?, ?)", rows)
 
     def fault(self, kind: str, pids: Iterable[int], started: float, ended: float | None = None) -> int:
         ids = ",".join(str(p) for p in pids)
@@ -144,8 +166,12 @@ class Ledger:
     # --- readers (checker) --------------------------------------------------------------------------
 
     def accepted(self) -> list[Accepted]:
-        rows = self._db().execute("SELECT job_id, task, expect, not_before, accepted_at FROM accepted")
+        rows = self._db().execute("SELECT job_id, task, expect, not_before, accepted_at, unique_key FROM accepted")
         return [Accepted(*row) for row in rows]
+
+    def duplicates(self) -> list[Duplicate]:
+        rows = self._db().execute("SELECT job_id, unique_key, holder, sent_at FROM duplicates")
+        return [Duplicate(*row) for row in rows]
 
     def executions(self) -> list[Execution]:
         rows = self._db().execute(

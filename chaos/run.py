@@ -34,6 +34,8 @@ GATES = (
     "shutdown_attempts_used",
     "orphans",
     "history_defects",
+    "unique_overlaps",
+    "unique_refused_wrongly",
 )
 GROUPS = "n/a: concurrency groups are not built yet"
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "var" / "chaos" / "runs.jsonl"
@@ -122,6 +124,10 @@ def histories(rep: Report) -> str:
     return f"{complete} / {rep.histories_checked} ({100 * complete / rep.histories_checked:.1f}%)"
 
 
+def unique(rep: Report) -> str:
+    return f"{rep.unique_jobs} / {rep.unique_duplicates}" if rep.unique_jobs or rep.unique_duplicates else "-"
+
+
 def print_result(res: Result) -> None:
     rep = res.report
     dlq = f"{min(rep.dlq_attempts)}-{max(rep.dlq_attempts)}" if rep.dlq_attempts else "-"
@@ -143,6 +149,9 @@ def print_result(res: Result) -> None:
         ("runs before run_at", rep.early),
         ("attempts charged by graceful shutdown", rep.shutdown_attempts_used),
         ("leaked group slots", GROUPS),
+        ("unique-key jobs accepted / duplicates", unique(rep)),
+        ("jobs live at once under one unique key", rep.unique_overlaps),
+        ("duplicates refused for a holder not live", rep.unique_refused_wrongly),
         (
             "recovery p50 / p99 (n)",
             f"{fmt_s(median(rep.recovery))} / {fmt_s(rep.percentile(0.99))} ({len(rep.recovery)})",

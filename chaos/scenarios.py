@@ -276,14 +276,27 @@ def _resubmit_dead(ctx: Ctx, task: str | None = None) -> int:
 
 
 def delayed(ctx: Ctx) -> None:
-    """#14 (the part that exists): delayed jobs while workers and the recoverer (the promoter) are killed:
-    each runs, never before its run_at. Concurrency groups are not built yet (a later roadmap item)."""
+    """#14 (the parts that exist): delayed jobs and unique keys while workers and the recoverer (the promoter)
+    are killed. Each delayed job runs, never before its run_at. Beside them a second producer keeps sending
+    short-lived jobs over a few unique keys, so each key is taken, refused (a duplicate names its live holder)
+    and freed again many times, across kills: at no moment may two jobs with one key be live, and a job may be
+    refused only while its key's holder is live. Concurrency groups are not built yet (a later roadmap item)."""
     recoverer = ctx.cluster.start_recoverer()
     ctx.workers(3)
     n = int(ctx.size(200, 3000))
     horizon = ctx.size(3.0, 10.0)
     plan = [work(f"d{i}", ctx.rng.choice([0.0, 0.05]), delay=ctx.rng.uniform(0.0, horizon)) for i in range(n)]
     ctx.produce(plan, rate=ctx.size(100, 150))
+    unique_rate = ctx.size(40, 60)
+    keys = int(ctx.size(4, 10))
+    unique_plan = [
+        work(
+            f"u{i}", ctx.rng.choice([0.0, 0.05, 0.2]), delay=ctx.rng.choice([None, ctx.rng.uniform(0.0, 0.3)]),
+            unique_key=f"k{ctx.rng.randrange(keys)}",
+        )
+        for i in range(int(unique_rate * horizon))
+    ]  # fmt: skip
+    ctx.produce(unique_plan, rate=unique_rate, batch=3)
     end = time.monotonic() + horizon
     while ctx.producing() or time.monotonic() < end:
         ctx.sleep(0.4, 1.2)
@@ -697,7 +710,7 @@ SCENARIOS: dict[str, Scenario] = {
             extra_gates=("garbled_not_dead_at_once",),
         ),
         Scenario("flaky", "failing handlers, kills, resubmits: histories", flaky),
-        Scenario("delayed", "delayed jobs; workers and promoter killed", delayed),
+        Scenario("delayed", "delayed and unique jobs; workers and promoter killed", delayed),
         Scenario("clock_skew", "worker and promoter clocks 300 s off", clock_skew),
         Scenario("cpu_bound", "CPU-bound tasks starve nothing", cpu_bound, extra_gates=("live_worker_leases_lost",)),
         Scenario("intake", "busy workers: jobs wait in the intake; kills", intake),

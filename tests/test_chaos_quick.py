@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from chaos.checker import FLAKY_ERROR, Report, history_defects, judge, leftovers
-from chaos.ledger import Accepted, Execution, Fault
+from chaos.ledger import Accepted, Duplicate, Execution, Fault
 from chaos.run import GATES, Result, print_result, run_scenario
 from chaos.scenarios import REDIS_FULL_GATES, SCENARIOS
 from chaos.tasks import QUEUE
@@ -179,6 +179,30 @@ def test_checker_counts_an_execution_that_no_lease_explains() -> None:
     report = judge(accepted("a"), [run("a", "w1", 1, 1, 100.1, 100.9), run("a", "w9", 1, 9, 100.2, 100.5)], [], jobs)
     assert report.unmatched == 1
     assert report.overlaps == 1  # an unexplained execution counts as valid throughout
+
+
+def test_checker_counts_two_live_jobs_under_one_unique_key_and_duplicates_of_a_finished_holder() -> None:
+    def keyed(job_id: str, state: str, enqueued: float, finished: float | None) -> Job:
+        h = {"id": job_id, "task": "chaos.work", "state": state, "unique_key": "k"}
+        h["enqueued_at"] = str(int(enqueued * 1000))
+        return Job.from_hash(h | ({"finished_at": str(int(finished * 1000))} if finished else {}), [])
+
+    # 'a' held k from 100 s to 101 s, 'b' from 101 s (the moment a's completion freed it) to 102 s.
+    jobs = {"a": keyed("a", "completed", 100, 101), "b": keyed("b", "completed", 101, 102)}
+    acc = [Accepted(i, "chaos.work", "completed", 0.0, unique_key="k") for i in jobs]
+    in_turn = [Duplicate("x", "k", "a", 100.5), Duplicate("y", "k", "b", 100.9)]  # b was sent for before a ended
+    report = judge(acc, [], [], jobs, duplicates=in_turn)
+    assert (report.unique_jobs, report.unique_duplicates, report.unique_overlaps, report.unique_refused_wrongly) == (
+        2, 2, 0, 0,
+    )  # fmt: skip
+    # A broken engine: 'c' got k while 'b' still held it; 'b' still running holds it to the end.
+    jobs |= {"b": keyed("b", "running", 101, None), "c": keyed("c", "completed", 101.5, 101.8)}
+    acc.append(Accepted("c", "chaos.work", "completed", 0.0, unique_key="k"))
+    assert judge(acc, [], [], jobs).unique_overlaps == 1  # b with c
+    # Refused for 'a' after a had finished (its key leaked), for a job of another key, for a job never accepted.
+    wrong = [Duplicate("x", "k", "a", 101.5), Duplicate("y", "j", "a", 100.5), Duplicate("z", "k", "?", 100.5)]
+    report = judge(acc, [], [], jobs, duplicates=wrong)
+    assert report.unique_refused_wrongly == 3
 
 
 def test_leftovers_are_what_no_job_accounts_for(r: "redis.Redis") -> None:
