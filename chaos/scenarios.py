@@ -288,15 +288,7 @@ def delayed(ctx: Ctx) -> None:
     plan = [work(f"d{i}", ctx.rng.choice([0.0, 0.05]), delay=ctx.rng.uniform(0.0, horizon)) for i in range(n)]
     ctx.produce(plan, rate=ctx.size(100, 150))
     unique_rate = ctx.size(40, 60)
-    keys = int(ctx.size(4, 10))
-    unique_plan = [
-        work(
-            f"u{i}", ctx.rng.choice([0.0, 0.05, 0.2]), delay=ctx.rng.choice([None, ctx.rng.uniform(0.0, 0.3)]),
-            unique_key=f"k{ctx.rng.randrange(keys)}",
-        )
-        for i in range(int(unique_rate * horizon))
-    ]  # fmt: skip
-    ctx.produce(unique_plan, rate=unique_rate, batch=3)
+    ctx.produce(unique_jobs(ctx, int(unique_rate * horizon), keys=int(ctx.size(4, 10))), rate=unique_rate, batch=3)
     end = time.monotonic() + horizon
     while ctx.producing() or time.monotonic() < end:
         ctx.sleep(0.4, 1.2)
@@ -306,6 +298,18 @@ def delayed(ctx: Ctx) -> None:
         else:
             ctx.kill_a_worker()
     ctx.settle()
+
+
+def unique_jobs(ctx: Ctx, n: int, keys: int, prefix: str = "u") -> list[Planned]:
+    """Short jobs, some delayed up to 0.3 s, over a few unique keys: sent a few at a time, each key is taken,
+    refused and freed again many times."""
+    return [
+        work(
+            f"{prefix}{i}", ctx.rng.choice([0.0, 0.05, 0.2]), delay=ctx.rng.choice([None, ctx.rng.uniform(0.0, 0.3)]),
+            unique_key=f"k{ctx.rng.randrange(keys)}",
+        )
+        for i in range(n)
+    ]  # fmt: skip
 
 
 def clock_skew(ctx: Ctx) -> None:
@@ -632,8 +636,9 @@ def _missing_from_redis(ctx: Ctx) -> set[str]:
 def soak(ctx: Ctx) -> None:
     """#16: every fault above that one machine can inject, mixed at random for minutes (quick: seconds)
     under steady mixed load: worker kill -9, SIGTERM, SIGSTOP past the lease, connection cuts, blackholes and
-    delays, redis-server killed (appendfsync always) and frozen, the recoverer killed. Reports Redis's
-    memory before and after; the checker also looks for orphaned entries."""
+    delays, redis-server killed (appendfsync always) and frozen, the recoverer killed. Jobs of every kind,
+    unique-key jobs among them. Reports Redis's memory before and after; the checker also looks for orphaned
+    entries."""
     proxies = [Proxy(ctx.server.port).start(), Proxy(ctx.server.port).start()]
     try:
         memory_before = int(ctx.r.info("memory")["used_memory"])
@@ -658,6 +663,9 @@ def soak(ctx: Ctx) -> None:
                 plan.append(work(f"m{i}", ctx.rng.choice([0.0, 0.0, 0.01, 0.2])))
         ctx.produce(plan[::2], rate=rate / 2)
         ctx.produce(plan[1::2], rate=rate / 2, single=True)
+        # Unique keys under every fault (see delayed). Batches only: a re-sent batch keeps its ids, so the ledger
+        # learns every job that may hold a key (a lost single enqueue's job could hold one unknown to it).
+        ctx.produce(unique_jobs(ctx, int(seconds * 8), keys=8, prefix="mu"), rate=8, batch=3)
         faults: dict[str, int] = {}
         while ctx.producing():
             ctx.sleep(0.5, 1.5)
