@@ -313,7 +313,9 @@ def _judge_unique_keys(
     A job is live from its acceptance to its end (Redis's enqueued_at and finished_at, from one clock); two
     jobs with one key whose lives overlap mean the key let a second job in. A duplicate's holder must be an
     accepted job with that key that had not finished when the producer sent the refused job: a holder already
-    finished then (its key leaked) would turn every later job with that key away, which is a silent loss."""
+    finished then (its key leaked) would turn every later job with that key away, which is a silent loss.
+    A job an operator brought back after it ended would count as live from its first acceptance: no scenario
+    resubmits unique-key jobs (chaos.work allows 25 retries, so none ends dead)."""
     lives: dict[str, list[tuple[float, float]]] = defaultdict(list)
     keyed = {a.job_id: a.unique_key for a in accepted if a.unique_key}
     for job_id, ukey in keyed.items():
