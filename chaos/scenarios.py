@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import cast
 
+from chaos.checker import EPS
 from chaos.harness import Ctx, Planned, work
 from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
@@ -18,6 +19,7 @@ from chaos.tasks import FLAKY_RETRIES, LEASE_S, QUEUE, SPIN_LEASE_S
 from jobconsole.core import keys, scripts
 from jobconsole.core.errors import JobNotFound, JobStateConflict
 from jobconsole.core.intake import DEFAULT_EVENTS_MAXLEN, drain
+from jobconsole.core.job import Job
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.streams import parse_id
@@ -210,18 +212,42 @@ def _enqueue_garbled(ctx: Ctx, index: int) -> str:
 
 
 def _judge_garbled(ctx: Ctx, garbled: list[str]) -> dict[str, int]:
-    """Each garbled job: dead after exactly one attempt, failed with UndecodablePayload, no worker lost."""
+    """Each garbled job must be dead-lettered at once (see garbled_dead_at_once)."""
+    poison_ids = {a.job_id for a in ctx.ledger.accepted() if a.task == "chaos.poison"}
+    crashes = [(e.worker, e.started) for e in ctx.ledger.executions() if e.job_id in poison_ids]
     retried = 0
     for job_id in garbled:
         job = ctx.client.get(job_id, QUEUE)
-        outcomes = [(a.outcome, a.error_class.rsplit(".", 1)[-1]) for a in job.history]
-        if job.state.value != "dead" or outcomes != [("failed", "UndecodablePayload")] or not job.payload_error:
+        if not garbled_dead_at_once(job, crashes):
             retried += 1
+            outcomes = [(a.outcome, a.error_class.rsplit(".", 1)[-1]) for a in job.history]
             ctx.notes.append(
                 f"garbled job {job_id}: {job.state.value}, {len(outcomes)} history entries, first {outcomes[:2]}"
             )
+        elif len(job.history) > 1:
+            ctx.notes.append(f"garbled job {job_id}: {len(job.history) - 1} lease(s) lost to a poison job's crash")
     ctx.notes.append(f"{len(garbled)} garbled job(s) dead-lettered at their first attempt: {len(garbled) - retried}")
     return {"garbled": len(garbled), "garbled_not_dead_at_once": retried}
+
+
+def garbled_dead_at_once(job: Job, crashes: list[tuple[str, float]]) -> bool:
+    """A garbled job is dead, its payload error shown, and its last attempt failed with UndecodablePayload. Any
+    attempt before that may only have ended `worker_lost` while a poison job crashed the same worker (`crashes`:
+    worker id and the moment a poison run began): claimed in one batch with it, the garbled job's failure was
+    not reported yet. The garbled job itself must never take a worker down, nor be retried once it was read."""
+    if job.state.value != "dead" or not job.payload_error or not job.history:
+        return False
+    *before, last = job.history
+    if (last.outcome, last.error_class.rsplit(".", 1)[-1]) != ("failed", "UndecodablePayload"):
+        return False
+    return all(
+        a.outcome == "worker_lost" and a.started_at is not None and a.ended_at is not None
+        and any(
+            worker == a.worker and a.started_at.timestamp() - EPS <= at <= a.ended_at.timestamp() + EPS
+            for worker, at in crashes
+        )
+        for a in before
+    )  # fmt: skip
 
 
 def flaky(ctx: Ctx) -> None:

@@ -12,7 +12,7 @@ import redis
 from chaos.checker import FLAKY_ERROR, Report, history_defects, judge, leftovers
 from chaos.ledger import Accepted, Duplicate, Execution, Fault
 from chaos.run import GATES, Result, print_result, run_scenario
-from chaos.scenarios import REDIS_FULL_GATES, SCENARIOS
+from chaos.scenarios import GARBLED_PARAMS, REDIS_FULL_GATES, SCENARIOS, garbled_dead_at_once
 from chaos.tasks import QUEUE
 from jobconsole.core import Client, Job, TaskRegistry
 from jobconsole.core.keys import queue_keys
@@ -203,6 +203,30 @@ def test_checker_counts_two_live_jobs_under_one_unique_key_and_duplicates_of_a_f
     wrong = [Duplicate("x", "k", "a", 101.5), Duplicate("y", "j", "a", 100.5), Duplicate("z", "k", "?", 100.5)]
     report = judge(acc, [], [], jobs, duplicates=wrong)
     assert report.unique_refused_wrongly == 3
+
+
+def test_a_garbled_job_may_lose_a_lease_only_to_a_poison_jobs_crash() -> None:
+    def garbled(state: str, *attempts: tuple[str, float, float, str, str]) -> Job:
+        history = [
+            json.dumps({"worker": w, "attempt": n, "pid": 1, "started_at": int(s * 1000), "ended_at": int(e * 1000),
+                        "outcome": outcome, "error_class": error})
+            for n, (w, s, e, outcome, error) in enumerate(attempts, 1)
+        ]  # fmt: skip
+        h = {"id": "g", "task": "chaos.work", "state": state, "attempts": str(len(attempts)), "params": GARBLED_PARAMS}
+        return Job.from_hash(h, history)
+
+    undecodable = "jobconsole.core.errors.UndecodablePayload"
+    at_once = garbled("dead", ("w1", 100, 100.1, "failed", undecodable))
+    assert garbled_dead_at_once(at_once, [])
+    # Seed 15005: w0-6 claimed it with a poison job that crashed the worker 2 ms later, before its failure was sent.
+    crashed = garbled("dead", ("w1", 100, 101.2, "worker_lost", ""), ("w2", 101.3, 101.4, "failed", undecodable))
+    assert garbled_dead_at_once(crashed, [("w1", 100.002)])
+    assert not garbled_dead_at_once(crashed, [])  # no poison crash explains the lost worker: the garbled job did it
+    assert not garbled_dead_at_once(crashed, [("w2", 100.002)])  # another worker's crash
+    assert not garbled_dead_at_once(crashed, [("w1", 99.0)])  # before that lease began
+    retried = garbled("dead", ("w1", 100, 100.1, "failed", undecodable), ("w2", 101, 101.1, "failed", undecodable))
+    assert not garbled_dead_at_once(retried, [])  # read and failed twice
+    assert not garbled_dead_at_once(garbled("retrying", ("w1", 100, 100.1, "failed", undecodable)), [])
 
 
 def test_leftovers_are_what_no_job_accounts_for(r: "redis.Redis") -> None:
