@@ -485,7 +485,8 @@ class Worker:
             job.began_event = threading.Event()
         self.running[job_id] = job
         if undecodable is not None:  # this job fails for good; the rest of its batch runs
-            log.error("undecodable job=%s queue=%s task=%s: %s; dead-lettered", job_id, queue, task_name, undecodable)
+            # Reported with the next exchange, which logs the job's end; a crash before that loses this lease.
+            log.error("undecodable job=%s queue=%s task=%s: %s; failing it", job_id, queue, task_name, undecodable)
             self._results.put(failure(job, undecodable))
             return None
         if task.is_async:
