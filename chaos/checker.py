@@ -162,6 +162,9 @@ STATE_SETS = {"queued": "ready", "scheduled": "scheduled", "retrying": "schedule
               "cancelled": "cancelled"}  # fmt: skip
 
 
+LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # not finished: a job holds its unique key in these
+
+
 def leftovers(r: "redis.Redis") -> list[str]:
     """What the faults left behind in Redis that no job accounts for: a job hash missing from the set of its
     state or listed in another, a set member or attempt history without a job, intake entries nothing
@@ -191,7 +194,7 @@ def leftovers(r: "redis.Redis") -> list[str]:
     if intake_left := r.xlen(k.intake):
         found.append(f"{intake_left} intake entries never made into jobs")
     for ukey, holder in cast(dict[str, str], r.hgetall(k.unique)).items():
-        if r.hget(k.job(holder), "state") not in ("queued", "scheduled", "retrying", "running"):
+        if r.hget(k.job(holder), "state") not in LIVE_STATES:
             found.append(f"unique key {ukey!r} still held by finished job {holder}")
     return found
 
@@ -302,9 +305,6 @@ def _judge_outcome(report: Report, a: Accepted, job: Job | None, runs: list[Exec
         report.lost += 1  # missing, stuck unfinished, or "completed" without any successful run
 
 
-LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # a job holds its unique key in these
-
-
 def _judge_unique_keys(
     report: Report, accepted: Sequence[Accepted], duplicates: Sequence[Duplicate], jobs: Mapping[str, Job | None]
 ) -> None:
@@ -316,21 +316,26 @@ def _judge_unique_keys(
     finished then (its key leaked) would turn every later job with that key away, which is a silent loss.
     A job an operator brought back after it ended would count as live from its first acceptance: no scenario
     resubmits unique-key jobs (chaos.work allows 25 retries, so none ends dead)."""
+
+    def end_of_life(job: Job) -> float:
+        if job.state.value in LIVE_STATES or job.finished_at is None:
+            return math.inf
+        return job.finished_at.timestamp()
+
     lives: dict[str, list[tuple[float, float]]] = defaultdict(list)
     keyed = {a.job_id: a.unique_key for a in accepted if a.unique_key}
     for job_id, ukey in keyed.items():
         job = jobs.get(job_id)
         if job is None or job.enqueued_at is None:
             continue  # lost: counted as such
-        end = math.inf if job.state.value in LIVE_STATES or job.finished_at is None else job.finished_at.timestamp()
-        lives[ukey].append((job.enqueued_at.timestamp(), end))
+        lives[ukey].append((job.enqueued_at.timestamp(), end_of_life(job)))
     report.unique_jobs = len(keyed)
     report.unique_duplicates = len(duplicates)
     report.unique_overlaps = sum(count_overlaps(spans) for spans in lives.values())
     for d in duplicates:
         holder = jobs.get(d.holder)
-        finished = holder.finished_at if holder is not None and holder.state.value not in LIVE_STATES else None
-        if keyed.get(d.holder) != d.unique_key or (finished is not None and finished.timestamp() < d.sent_at - EPS):
+        ended_before = holder is not None and end_of_life(holder) < d.sent_at - EPS
+        if keyed.get(d.holder) != d.unique_key or ended_before:
             report.unique_refused_wrongly += 1
             if report.unique_refused_wrongly <= 3:
                 report.notes.append(f"job {d.job_id} refused as a duplicate of {d.holder}, which was not live")

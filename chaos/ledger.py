@@ -124,6 +124,8 @@ class Ledger:
 
     def duplicate(self, refused: Iterable[Duplicate]) -> None:
         rows = [(d.job_id, d.unique_key, d.holder, d.sent_at) for d in refused]
+        if not rows:  # the usual batch: no write lock taken for nothing
+            return
         db = self._db()
         with db:
             db.execute("BEGIN IMMEDIATE")
