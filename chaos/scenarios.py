@@ -16,12 +16,12 @@ from chaos.harness import Ctx, Planned, work
 from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
 from chaos.tasks import FLAKY_RETRIES, LEASE_S, QUEUE, SPIN_LEASE_S
-from jobconsole.core import keys, scripts
+from jobconsole.core import keys
 from jobconsole.core.errors import JobNotFound, JobStateConflict
-from jobconsole.core.intake import DEFAULT_EVENTS_MAXLEN, drain
 from jobconsole.core.job import Job
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
+from jobconsole.core.store import Store
 from jobconsole.core.streams import parse_id
 
 
@@ -414,7 +414,7 @@ def redis_full(ctx: Ctx) -> None:
     ctx.cluster.start_mirror()
     ctx.cluster.start_recoverer()
     ctx.workers(3)
-    scripts.load_all(ctx.r)  # loaded scripts take memory too: in before the limit is set
+    Store(ctx.r).load_scripts()  # loaded scripts take memory too: in before the limit is set
     step = int(ctx.size(1_500_000, 4_000_000))  # about 1,000 (quick) or 2,700 jobs of 1 KB ballast
     limit = _used_memory(ctx) + step
     ctx.r.config_set("maxmemory", limit)
@@ -650,7 +650,7 @@ def _mirror_caught_up(ctx: Ctx) -> int | None:
 
 def _missing_from_redis(ctx: Ctx) -> set[str]:
     """Accepted jobs (so far) that the restarted Redis does not have."""
-    drain(ctx.r, QUEUE, DEFAULT_EVENTS_MAXLEN)  # jobs still in the intake have no hash yet
+    Store(ctx.r).drain(QUEUE)  # jobs still in the intake have no hash yet
     ids = [a.job_id for a in ctx.ledger.accepted()]
     k = queue_keys(QUEUE)
     pipe = ctx.r.pipeline(transaction=False)

@@ -7,7 +7,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from jobconsole.core import keys
 from jobconsole.engine import get_client, get_redis
 
 
@@ -15,7 +14,7 @@ from jobconsole.engine import get_client, get_redis
 def overview(request: HttpRequest) -> HttpResponse:
     client = get_client()
     queues = [client.counts(q) for q in client.queues()]
-    workers = get_redis().zcard(keys.WORKERS)
+    workers = client.queries.worker_count()
     template = "dashboards/overview.html#queues" if getattr(request, "htmx", False) else "dashboards/overview.html"
     return render(request, template, {"queues": queues, "workers": workers})
 

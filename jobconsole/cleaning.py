@@ -4,12 +4,9 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import cast
 
 from jobconsole.core import Client
 from jobconsole.core.editing import delete_many
-from jobconsole.core.job import ms_to_datetime
-from jobconsole.core.keys import queue_keys
 from jobconsole.core.states import TERMINAL_STATES, JobState
 from jobconsole.mirror.config import db_retention
 from jobconsole.models import AuditLog, Job
@@ -80,28 +77,16 @@ def find_jobs(client: Client, f: CleanFilter) -> dict[str, tuple[str, str]]:
         rows = rows.filter(enqueued_at__gte=f.after)
     for job_id, queue, state in rows.values_list("id", "queue", "state").iterator(chunk_size=2000):
         found[job_id] = (queue, state)
-    queues = list(f.queues) or client.queues()
-    for queue in queues:
-        client.materialize(queue)
-        k = queue_keys(queue)
-        sets = {k.ready, k.scheduled, k.active, *k.terminal_sets.values()}
-        for key in sets:
-            ids = cast(list[str], client.redis.zrange(key, 0, -1))
-            for start in range(0, len(ids), 1000):
-                chunk = ids[start : start + 1000]
-                pipe = client.redis.pipeline(transaction=False)
-                for member in chunk:
-                    pipe.hmget(k.job(member), "task", "state", "enqueued_at")
-                replies: list[list[str | None]] = pipe.execute()
-                for member, (task, job_state, enqueued) in zip(chunk, replies, strict=True):
-                    if job_state is None or job_state not in f.states or (f.tasks and task not in f.tasks):
-                        continue
-                    at = ms_to_datetime(enqueued)
-                    if f.before and (at is None or at >= f.before):
-                        continue
-                    if f.after and (at is None or at < f.after):
-                        continue
-                    found[member] = (queue, job_state)
+    for queue in list(f.queues) or client.queues():
+        for job in client.queries.iter_jobs(queue, f.states):
+            if f.tasks and job.task not in f.tasks:
+                continue
+            at = job.enqueued_at
+            if f.before and (at is None or at >= f.before):
+                continue
+            if f.after and (at is None or at < f.after):
+                continue
+            found[job.id] = (queue, job.state.value)
     return found
 
 

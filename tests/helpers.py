@@ -9,6 +9,7 @@ from typing import Any
 import redis
 
 from jobconsole.core import Worker
+from jobconsole.core.store import Lease, Store, WorkerIdentity
 from jobconsole.core.tasks import TaskRegistry
 
 
@@ -45,3 +46,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def claim(r: "redis.Redis", queue: str, count: int = 10, worker: str = "w", pid: int = 1) -> list[Lease]:
+    """One claim as a worker makes it, without registering as idle."""
+    store = Store(r, events_maxlen=1000)
+    return store.run(store.claim_call(queue, WorkerIdentity(worker, "host", pid), count, idle_ms=0)).leases
+
+
+def complete(r: "redis.Redis", queue: str, job_id: str, token: str, result: str = "null") -> int:
+    store = Store(r, events_maxlen=1000)
+    [code] = store.run(store.complete_call(queue, [(job_id, token, result, 1)], ttl_ms=0))
+    return code
+
+
+def heartbeat(r: "redis.Redis", queue: str, job_id: str, token: str) -> int:
+    store = Store(r, events_maxlen=1000)
+    [code] = store.run(store.heartbeat_call(queue, [(job_id, token, "", "")]))
+    return code

@@ -11,9 +11,9 @@ import redis
 
 import tests.tasks  # noqa: F401  (registers the test tasks)
 from jobconsole.core import Client, Worker, default_registry
+from jobconsole.core.job import ms_to_datetime as ms
 from jobconsole.core.keys import queue_keys
 from jobconsole.mirror.loop import Mirror
-from jobconsole.mirror.rows import ms
 
 
 def _clear_caches() -> None:

@@ -11,7 +11,7 @@ from jobconsole.core import Client, JobContext, JobNotFound, JobSpec, JobState, 
 from jobconsole.core.connection import connect
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from tests.helpers import run_burst, wait_for, worker_in_thread
+from tests.helpers import claim, run_burst, wait_for, worker_in_thread
 from tests.redis_server import RedisServer
 
 PAD = "x" * 1000  # ballast, so that a few hundred jobs fill the headroom
@@ -152,10 +152,7 @@ def test_the_recoverer_requeues_lost_leases_while_redis_is_full(full_r: "redis.R
     padded = fill(client, "t.pad")
     k = queue_keys("q")
     # A worker claims every job (claims are allowed while full), then dies: its leases run out.
-    scripts.run(
-        full_r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
-        [k.job_prefix, 1000, len(padded) + 1, "dead-worker", "host", 123],
-    )  # fmt: skip
+    claim(full_r, "q", len(padded) + 1, "dead-worker", pid=123)
     assert full_r.zcard(k.active) == len(padded) + 1
     time.sleep(0.3)
     assert Maintenance(full_r).recover("q") == len(padded) + 1

@@ -3,15 +3,14 @@
 import json
 import threading
 import time
-from typing import Any
 
 import redis
 
-from jobconsole.core import Client, JobState, TaskRegistry, Worker, scripts
+from jobconsole.core import Client, JobState, TaskRegistry, Worker
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.worker import LEASED_FIELDS
-from tests.helpers import wait_for, worker_in_thread
+from jobconsole.core.store import Ack, Beat, Lease, decode_lease
+from tests.helpers import claim, complete, heartbeat, wait_for, worker_in_thread
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 
 K = queue_keys("q")
@@ -29,14 +28,8 @@ def _register_idle(r: "redis.Redis", worker: str, valid_ms: int = 10_000) -> str
     return member
 
 
-def _claim(r: "redis.Redis", worker: str, count: int = 10) -> list[dict[str, Any]]:
-    reply = scripts.run(
-        r, "claim",
-        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake, K.idle,
-         K.inbox(worker)],
-        [K.job_prefix, 1000, count, worker, "host", 42, json.dumps([worker, "host", 42]), 0],
-    )  # fmt: skip
-    return [dict(zip(LEASED_FIELDS, leased, strict=True)) for leased in reply[2:]]
+def _claim(r: "redis.Redis", worker: str, count: int = 10) -> list[Lease]:
+    return claim(r, "q", count, worker, pid=42)
 
 
 def test_an_idle_worker_is_handed_the_job_by_the_enqueue_itself(
@@ -92,8 +85,8 @@ def test_a_claim_returns_handed_jobs_first_and_only_while_their_lease_is_current
     handed = client.enqueue("t.ok").id
     queued = client.enqueue("t.ok").id
     [a, b] = _claim(r, "w1")
-    assert (a["id"], b["id"]) == (handed, queued)
-    assert a["token"] == client.get(handed).token and a["attempts"] == "1"
+    assert (a.id, b.id) == (handed, queued)
+    assert a.token == client.get(handed).token and a.attempt == 1
     assert not r.exists(K.inbox("w1")) and _claim(r, "w1") == []
 
     # A payload whose lease moved on (the recoverer requeued it, another worker claimed it) is dropped.
@@ -112,13 +105,13 @@ def test_a_handed_job_is_one_leased_intake_entry_until_the_queue_is_next_touched
     assert result.state is JobState.RUNNING
     # The enqueue wrote only the durable lease (the entry) and the worker's copy (its inbox).
     assert not r.exists(K.job(result.id)) and r.xlen(K.intake) == 1 and r.xlen(K.events) == 0
-    payload = dict(zip(LEASED_FIELDS, json.loads(r.lindex(K.inbox("w1"), 0)), strict=True))
-    assert (payload["id"], payload["attempts"], payload["params"]) == (result.id, "1", '{"x":3}')
+    payload = decode_lease(json.loads(r.lindex(K.inbox("w1"), 0)))
+    assert (payload.id, payload.attempt, payload.params) == (result.id, 1, '{"x":3}')
 
     job = client.get(result.id)  # a reader drains the intake first
-    assert (job.state, job.worker, job.token, job.attempts) == (JobState.RUNNING, "w1", payload["token"], 1)
+    assert (job.state, job.worker, job.token, job.attempts) == (JobState.RUNNING, "w1", payload.token, 1)
     assert r.xlen(K.intake) == 0 and r.zcard(K.ready) == 0
-    assert r.zscore(K.active, result.id) == int(payload["leased_at"]) + 30_000
+    assert r.zscore(K.active, result.id) == payload.leased_at + 30_000
     events = [(e["event"], e["state"]) for _, e in r.xrange(K.events)]
     assert events == [("enqueued", "queued"), ("started", "running")]
     counters = {f.split("|", 1)[1]: int(v) for f, v in r.hgetall(K.stats).items()}
@@ -131,15 +124,12 @@ def test_a_worker_acks_and_heartbeats_a_handed_job_before_anything_else_drained_
     _register_idle(r, "w1")
     job_id = client.enqueue("t.ok").id
     token = json.loads(r.lindex(K.inbox("w1"), 0))[1]
-    beat = scripts.run(r, "heartbeat", [K.active, K.events, *K.drain_keys],
-                       [K.job_prefix, 1000, 1, job_id, token, "", ""])  # fmt: skip
-    assert beat == [0]  # extended, not "lease lost"
+    assert heartbeat(r, "q", job_id, token) == Beat.RENEWED  # not "lease lost"
     _register_idle(r, "w1")
     other = client.enqueue("t.ok").id
     other_token = json.loads(r.lindex(K.inbox("w1"), 1))[1]
-    done = scripts.run(r, "complete", [K.active, K.completed, K.unique, K.events, K.stats, *K.drain_keys],
-                       [K.job_prefix, 1000, 0, 1, other, other_token, "null", 1])  # fmt: skip
-    assert done == [1] and client.get(other).state is JobState.COMPLETED
+    done = complete(r, "q", other, other_token)
+    assert done == Ack.COMPLETED and client.get(other).state is JobState.COMPLETED
     assert client.get(job_id).state is JobState.RUNNING
 
 
@@ -164,7 +154,7 @@ def test_a_worker_on_its_way_out_gives_back_a_handed_job_without_using_an_attemp
     r: "redis.Redis", client: Client, registry: TaskRegistry
 ) -> None:
     worker = Worker(r, ["q"], registry, name="leaving", maintenance=False)
-    r.zadd(K.idle, {worker._idle_member: _redis_ms(r) + 10_000})
+    r.zadd(K.idle, {worker.identity.idle_member: _redis_ms(r) + 10_000})
     job_id = client.enqueue("t.ok").id  # handed to it just as it stopped watching its inbox
     assert client.get(job_id).state is JobState.RUNNING
     worker._leave()
@@ -182,14 +172,13 @@ def test_the_lease_counts_from_when_it_began_not_from_when_the_worker_read_it(
     _register_idle(r, "w")
     handed = client.enqueue("t.ok")
     assert handed.state is JobState.RUNNING
-    payload = json.loads(r.lpop(K.inbox("w")))
+    payload = decode_lease(json.loads(r.lpop(K.inbox("w"))))
     worker = Worker(r, ["q"], registry, name="w", maintenance=False)
     fresh = worker._start("q", payload, time.monotonic())
     assert fresh is not None and fresh.lease_fresh()
     assert fresh.next_heartbeat - time.monotonic() > 30.0 / 3 - 1  # 30 s lease, granted just now
 
-    late = list(payload)
-    late[LEASED_FIELDS.index("leased_at")] = str(int(payload[-1]) - 25_000)  # granted 25 s before it was read
+    late = payload._replace(leased_at=payload.leased_at - 25_000)  # granted 25 s before it was read
     job = Worker(r, ["q"], registry, name="w2", maintenance=False)._start("q", late, time.monotonic())
     assert job is not None
     assert not job.lease_fresh()  # 5 s of a 30 s lease left: not started, given back instead

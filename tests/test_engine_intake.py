@@ -7,11 +7,11 @@ import time
 import pytest
 import redis
 
-from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
+from jobconsole.core import Client, JobSpec, JobState, TaskRegistry
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.worker import LEASED_FIELDS
+from tests.helpers import claim
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 
 K = queue_keys("q")
@@ -19,11 +19,7 @@ INTAKE_MAX = 1000  # _lib.lua
 
 
 def _claim(r: "redis.Redis", count: int = 10) -> list[str]:
-    reply = scripts.run(
-        r, "claim", [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake],
-        [K.job_prefix, 1000, count, "w", "host", 1],
-    )  # fmt: skip
-    return [dict(zip(LEASED_FIELDS, leased, strict=True))["id"] for leased in reply[2:]]
+    return [lease.id for lease in claim(r, "q", count)]
 
 
 def test_a_single_enqueue_with_no_idle_worker_is_one_intake_entry(r: "redis.Redis", client: Client) -> None:
@@ -148,11 +144,7 @@ def test_lapsed_idle_registrations_are_cleared(r: "redis.Redis", client: Client)
     assert not r.exists(K.idle)
     assert [next(iter(fields)) for _, fields in r.xrange(K.intake)] == ["id"]  # queued, not handed off
     r.zadd(K.idle, killed)
-    scripts.run(  # any live worker's next claim drops them too
-        r, "claim",
-        [K.ready, K.scheduled, K.active, K.paused, K.events, K.wake, K.seq, K.stats, K.intake, K.idle, K.inbox("w")],
-        [K.job_prefix, 1000, 0, "w", "host", 2, json.dumps(["w", "host", 2]), 0],
-    )  # fmt: skip
+    claim(r, "q", 0, pid=2)  # any live worker's next claim drops them too
     assert not r.exists(K.idle)
 
 

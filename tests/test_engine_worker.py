@@ -18,13 +18,13 @@ from jobconsole.core import (
     Retry,
     TaskRegistry,
     Worker,
-    scripts,
 )
 from jobconsole.core.errors import LeaseLost
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.worker import LEASED_FIELDS, PREFETCH_MAX, PREFETCH_MIN, prefetch_count
-from tests.helpers import run_burst, wait_for, worker_in_thread
+from jobconsole.core.store import Beat, Lease, Store
+from jobconsole.core.worker import PREFETCH_MAX, PREFETCH_MIN, prefetch_count
+from tests.helpers import claim, complete, heartbeat, run_burst, wait_for, worker_in_thread
 
 
 class Boom(Exception):
@@ -267,30 +267,19 @@ def test_delete_removes_job_and_history_but_not_a_running_one(
     job_id = client.enqueue("t.ok").id
     client.delete(job_id)
     assert r.exists(queue_keys("q").job(job_id)) == 0 and client.counts("q").queued == 0
-    k = queue_keys("q")
     running = client.enqueue("t.ok").id
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
-                [k.job_prefix, 1000, 1, "w", "h", 1])  # fmt: skip
+    claim(r, "q", 1)
     with pytest.raises(JobStateConflict):
         client.delete(running)
 
 
-def _claim_one(r: "redis.Redis", queue: str = "q") -> dict[str, str]:
-    k = queue_keys(queue)
-    reply = scripts.run(
-        r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
-        [k.job_prefix, 1000, 1, "test-worker", "host", 123],
-    )  # fmt: skip
-    return dict(zip(LEASED_FIELDS, reply[2], strict=True))
+def _claim_one(r: "redis.Redis", queue: str = "q") -> Lease:
+    [lease] = claim(r, queue, 1, "test-worker", pid=123)
+    return lease
 
 
-def _complete(r: "redis.Redis", job_id: str, token: str, queue: str = "q") -> int:
-    k = queue_keys(queue)
-    [code] = scripts.run(
-        r, "complete", [k.active, k.completed, k.unique, k.events, k.stats, *k.drain_keys],
-        [k.job_prefix, 1000, 0, 1, job_id, token, '"late"', 1],
-    )  # fmt: skip
-    return int(code)
+def _complete(r: "redis.Redis", job_id: str, token: str) -> int:
+    return complete(r, "q", job_id, token, '"late"')
 
 
 def test_stale_lease_token_cannot_ack_heartbeat_or_fail(r: "redis.Redis", client: Client) -> None:
@@ -300,24 +289,18 @@ def test_stale_lease_token_cannot_ack_heartbeat_or_fail(r: "redis.Redis", client
     r.zadd(k.active, {job_id: 0})  # the lease has expired
     assert Maintenance(r).recover("q") == 1
     second = _claim_one(r)
-    assert second["token"] != first["token"]
-    hb = scripts.run(
-        r,
-        "heartbeat",
-        [k.active, k.events, *k.drain_keys],
-        [k.job_prefix, 1000, 1, job_id, first["token"], "", ""],
-    )
-    assert hb == [-1]
-    fail = scripts.run(
-        r, "fail",
-        [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, *k.drain_keys],
-        [k.job_prefix, 1000, 0, job_id, first["token"], "failed", 0, 0, '{"error_class": "X"}', 1],
+    assert second.token != first.token
+    assert heartbeat(r, "q", job_id, first.token) == Beat.LOST
+    store = Store(r)
+    failed = store.run(
+        store.fail_call("q", job_id, first.token, outcome="failed", retry=False, delay_ms=0,
+                        error={"error_class": "X"}, runtime_ms=1, ttl_ms=0)
     )  # fmt: skip
-    assert fail[0] == 0
-    assert _complete(r, job_id, first["token"]) == 0  # the zombie is refused
+    assert not failed.recorded
+    assert _complete(r, job_id, first.token) == 0  # the zombie is refused
     assert client.get(job_id).state is JobState.RUNNING
-    assert _complete(r, job_id, second["token"]) == 1  # the owner is not
-    assert _complete(r, job_id, second["token"]) == 2  # a repeated ack is recognised, not re-applied
+    assert _complete(r, job_id, second.token) == 1  # the owner is not
+    assert _complete(r, job_id, second.token) == 2  # a repeated ack is recognised, not re-applied
     job = client.get(job_id)
     assert job.state is JobState.COMPLETED and [a.outcome for a in job.history] == ["worker_lost", "completed"]
 
@@ -443,13 +426,10 @@ def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
     r: "redis.Redis", client: Client, registry: TaskRegistry
 ) -> None:
     kept, orphan = client.enqueue("t.ok").id, client.enqueue("t.ok").id
-    k = queue_keys("q")
     # Redis ran this worker's claim, but the connection broke before the reply arrived.
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
-                [k.job_prefix, 1000, 2, "worker-a", "host", 1])  # fmt: skip
+    claim(r, "q", 2, "worker-a")
     other = client.enqueue("t.ok").id
-    scripts.run(r, "claim", [k.ready, k.scheduled, k.active, k.paused, k.events, k.wake, k.seq, k.stats, k.intake],
-                [k.job_prefix, 1000, 1, "worker-b", "host", 2])  # fmt: skip
+    claim(r, "q", 1, "worker-b", pid=2)
     worker = Worker(r, ["q"], registry, name="worker-a", maintenance=False)
     worker.running[kept] = SimpleNamespace(queue="q")  # type: ignore[assignment]  # the reply that did arrive
     worker._release_orphans()

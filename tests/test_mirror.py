@@ -9,9 +9,10 @@ import pytest
 from jobconsole.core import RedisFull, keys
 from jobconsole.core.editing import edit_job
 from jobconsole.core.errors import JobNotFound
+from jobconsole.core.keys import MIRROR_GROUP as GROUP
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance, Retention
-from jobconsole.mirror.loop import GROUP, LostLeadership, Mirror, SimulatedCrash
+from jobconsole.mirror.loop import LostLeadership, Mirror, SimulatedCrash
 from jobconsole.models import Attempt, DeadLetter, Job, MirrorCursor, MirrorResync, Queue
 from tests.conftest import PROJECT, PYTHON, manage_env
 from tests.mirror_fixtures import *  # noqa: F403

@@ -5,19 +5,21 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import redis
 from redis.exceptions import OutOfMemoryError
 
-from jobconsole.core import intake, keys, scripts
+from jobconsole.core import keys
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, RedisFull, UnknownTask
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
-from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.priority import parse_priority
+from jobconsole.core.queries import Queries, QueueCounts
+from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
+from jobconsole.core.store import Call, Enqueued, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
 
 MAX_PARAMS_BYTES = 1_000_000
@@ -57,7 +59,7 @@ class EnqueueResult:
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     queue: str
-    args: list[scripts.Arg] = field(default_factory=list)
+    args: list[Arg] = field(default_factory=list)
     id: str = ""
     may_take_intake: bool = False  # id made here, no unique key, due now: see enqueue.lua
 
@@ -71,11 +73,11 @@ class _TaskDefaults:
     priority: int
     max_retries: int
     needs_params: bool  # the signature has required parameters, so {} is refused
-    fields: tuple[scripts.Arg, ...]  # hash fields after queue/params/max_retries; defaults are left out
+    fields: tuple[Arg, ...]  # hash fields after queue/params/max_retries; defaults are left out
 
     @classmethod
     def of(cls, name: str, task: Task | None) -> "_TaskDefaults":
-        fields: list[scripts.Arg] = ["lease_ms", int((task.visibility_timeout if task else 30.0) * 1000)]
+        fields: list[Arg] = ["lease_ms", int((task.visibility_timeout if task else 30.0) * 1000)]
         if task is not None and task.version != 1:
             fields += ["version", task.version]
         if task is not None and task.timeout:
@@ -90,20 +92,6 @@ class _TaskDefaults:
             max_retries=_check_max_retries(task.max_retries if task else 3),
             needs_params=task is not None and task.needs_params, fields=tuple(fields),
         )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class QueueCounts:
-    queue: str
-    paused: bool
-    queued: int
-    scheduled: int
-    running: int
-    completed: int
-    failed: int
-    dead: int
-    dropped: int
-    cancelled: int
 
 
 class Client:
@@ -124,31 +112,27 @@ class Client:
             raise ValueError("spin_us must be 0 (never spin) or more")
         self.spin_s = spin_us / 1e6  # an enqueue's wait for its reply (core/wire.py)
         self.redis = connection
+        self.store = Store(connection, events_maxlen=events_maxlen)
+        self.queries = Queries(self.store)
         self.registry = registry if registry is not None else default_registry
         self.strict = strict  # refuse task names this process has not registered
         self.events_maxlen = events_maxlen
         self.finished_ttl_ms = int(finished_ttl * 1000)
         self._known_queues: set[str] = set()
         self._defaults: dict[str, _TaskDefaults] = {}
-        self._heads: dict[str, tuple[list[str], list[scripts.Arg]]] = {}
 
     # --- enqueue ----------------------------------------------------------------------------------
 
     def enqueue(self, task: str, params: dict[str, Any] | None = None, **options: Any) -> EnqueueResult:
         """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
         p = self._prepare(JobSpec(task=task, params=params, **options))
-        # The common call, kept short: on this path the client's own work is a good part of the latency.
-        script_keys, head = self._script_head(p.queue)
         try:
             if p.queue not in self._known_queues:
                 self._register_queues({p.queue})
-            reply = scripts.run(
-                self.redis, "enqueue", script_keys, [*head, 1, int(p.may_take_intake), *p.args], spin_s=self.spin_s
-            )
+            [reply] = self.store.run(self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args), spin_s=self.spin_s)
         except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
             raise RedisFull([p.id]) from exc
-        job_id, status, state = reply[0]
-        return EnqueueResult(id=job_id, queue=p.queue, state=JobState(state), status=status)
+        return EnqueueResult(id=reply.id, queue=p.queue, state=reply.state, status=reply.status)
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
         """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent.
@@ -199,7 +183,7 @@ class Client:
         if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
         fields = defaults.fields
-        args: list[scripts.Arg] = [
+        args: list[Arg] = [
             job_id, spec.task, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2 + 3,
             "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
         ]  # fmt: skip
@@ -209,22 +193,22 @@ class Client:
         by_queue: dict[str, list[_Prepared]] = {}
         for p in batch:
             by_queue.setdefault(p.queue, []).append(p)
-        calls: list[scripts.Call] = []
+        calls: list[Call[list[Enqueued]]] = []
         chunks: list[tuple[str, list[_Prepared]]] = []
         for queue, items in by_queue.items():
-            script_keys, head = self._script_head(queue)
             for start in range(0, len(items), SCRIPT_BATCH):  # smaller scripts overlap with sending the rest
                 chunk = items[start : start + SCRIPT_BATCH]
-                args: list[scripts.Arg] = [*head, len(chunk), int(len(chunk) == 1 and chunk[0].may_take_intake)]
+                args: list[Arg] = []
                 for p in chunk:
                     args.extend(p.args)
-                calls.append(("enqueue", script_keys, args))
+                may_take_intake = len(chunk) == 1 and chunk[0].may_take_intake
+                calls.append(self.store.enqueue_call(queue, len(chunk), may_take_intake, args))
                 chunks.append((queue, chunk))
         new_queues = set(by_queue) - self._known_queues
         try:
             if new_queues:
                 self._register_queues(new_queues)
-            replies = scripts.run_many(self.redis, calls)
+            replies = self.store.run_many(calls)
         except OutOfMemoryError as exc:
             raise RedisFull([p.id for p in batch]) from exc
         found: dict[str, EnqueueResult] = {}
@@ -235,8 +219,8 @@ class Client:
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            for p, (job_id, status, state) in zip(chunk, reply, strict=True):
-                found[p.id] = EnqueueResult(id=job_id, queue=queue, state=JobState(state), status=status)
+            for p, r in zip(chunk, reply, strict=True):
+                found[p.id] = EnqueueResult(id=r.id, queue=queue, state=r.state, status=r.status)
         if full is not None:
             refused = [p.id for p in batch if p.id not in found]
             raise RedisFull(refused, [found[p.id] for p in batch if p.id in found]) from full
@@ -244,121 +228,53 @@ class Client:
 
     def _register_queues(self, queues: set[str]) -> None:
         # Registered before the jobs so the recoverer and the console always see the queue.
-        self.redis.sadd(keys.QUEUES, *queues)
+        self.store.register_queues(queues)
         self._known_queues |= queues
 
-    def _script_head(self, queue: str) -> tuple[list[str], list[scripts.Arg]]:
-        """enqueue.lua's keys for a queue, and its arguments before the job count (worked out once)."""
-        head = self._heads.get(queue)
-        if head is None:
-            k = queue_keys(queue)
-            head = self._heads[queue] = (
-                [k.ready, k.scheduled, k.unique, k.events, k.wake, k.seq, k.stats, k.idle, k.paused, k.active,
-                 k.intake],
-                [k.job_prefix, self.events_maxlen, k.inbox_prefix],
-            )  # fmt: skip
-        return head
-
-    # --- inspect ----------------------------------------------------------------------------------
+    # --- inspect (queries.py has the whole read API) ----------------------------------------------
 
     def queues(self) -> list[str]:
-        return keys.known_queues(self.redis)
+        return self.queries.queues()
 
     def materialize(self, queue: str) -> int:
         """Turn the queue's intake entries into jobs now (see drain_intake in _lib.lua); returns how many.
-        Reads and operator actions call this first, so a job a fast enqueue accepted is always visible."""
-        return intake.drain(self.redis, queue, self.events_maxlen)
+        Reads and operator actions do this first, so a job a fast enqueue accepted is always visible."""
+        return self.store.drain(queue)
 
     def locate(self, job_id: str) -> str:
-        """The queue holding a job (ids are unique across queues in practice; the first match wins)."""
-        queues = self.queues()
-        for attempt in range(2):
-            pipe = self.redis.pipeline(transaction=False)
-            for q in queues:
-                pipe.exists(queue_keys(q).job(job_id))
-            for q, exists in zip(queues, pipe.execute(), strict=True):
-                if exists:
-                    return q
-            if attempt == 0:
-                # Look again even when these drains found nothing: another client or a worker may have drained
-                # the job's intake entry between the look above and now.
-                for q in queues:
-                    self.materialize(q)
-        raise JobNotFound(f"no job {job_id}")
-
-    def job_keys(self, job_id: str, queue: str | None = None) -> QueueKeys:
-        """The keys of the queue holding a job, with its intake drained, so a script can act on the job."""
-        if queue is None:
-            return queue_keys(self.locate(job_id))
-        self.materialize(queue)
-        return queue_keys(queue)
+        return self.queries.locate(job_id)
 
     def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
-        k = queue_keys(queue or self.locate(job_id))
-        for attempt in range(2):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hgetall(k.job(job_id))
-            pipe.lrange(k.attempts(job_id), 0, -1) if history else pipe.echo("")
-            h, attempts = pipe.execute()
-            if h:
-                return Job.from_hash(h, attempts if history else None)
-            if attempt == 0:
-                self.materialize(k.queue)  # look again even if this drain found nothing (see locate)
-        raise JobNotFound(f"no job {job_id}")
+        return self.queries.job(job_id, queue, history=history)
 
     def counts(self, queue: str) -> QueueCounts:
-        self.materialize(queue)
-        k = queue_keys(queue)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.exists(k.paused)
-        for key in (k.ready, k.scheduled, k.active, k.completed, k.failed, k.dead, k.dropped, k.cancelled):
-            pipe.zcard(key)
-        paused, *n = pipe.execute()
-        return QueueCounts(queue, bool(paused), *n)
+        return self.queries.counts(queue)
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
-        """Ids in one state, oldest first (running: by lease deadline; queued: in claim order)."""
+        return self.queries.job_ids(queue, state, limit)
+
+    def job_queue(self, job_id: str, queue: str | None = None) -> str:
+        """The queue holding a job, with its intake drained, so a script can act on the job."""
+        if queue is None:
+            return self.locate(job_id)
         self.materialize(queue)
-        k = queue_keys(queue)
-        key = {
-            JobState.QUEUED: k.ready,
-            JobState.SCHEDULED: k.scheduled,
-            JobState.RETRYING: k.scheduled,
-            JobState.RUNNING: k.active,
-            **{JobState(name): key for name, key in k.terminal_sets.items()},
-        }[state]
-        return cast(list[str], self.redis.zrange(key, 0, limit - 1))
+        return queue
 
     # --- operate ----------------------------------------------------------------------------------
 
     def cancel(self, job_id: str, queue: str | None = None) -> str:
         """Cancel a waiting job ('cancelled') or ask a running one to stop ('requested')."""
-        k = self.job_keys(job_id, queue)
-        outcome = scripts.run(
-            self.redis, "cancel", [k.ready, k.scheduled, k.cancelled, k.unique, k.events],
-            [k.job_prefix, self.events_maxlen, self.finished_ttl_ms, job_id],
-        )  # fmt: skip
+        outcome = self.store.cancel(self.job_queue(job_id, queue), job_id, ttl_ms=self.finished_ttl_ms)
         return self._outcome(job_id, outcome, ("cancelled", "requested"), "cancel")
 
     def requeue(self, job_id: str, queue: str | None = None, *, reset_attempts: bool = False) -> None:
         """Run a waiting job now, or bring back a dead, failed, dropped or cancelled job (history kept)."""
-        k = self.job_keys(job_id, queue)
-        outcome = scripts.run(
-            self.redis, "requeue",
-            [k.ready, k.scheduled, k.dead, k.failed, k.dropped, k.cancelled, k.unique, k.events, k.wake, k.seq],
-            [k.job_prefix, self.events_maxlen, job_id, int(reset_attempts)],
-        )  # fmt: skip
+        outcome = self.store.requeue(self.job_queue(job_id, queue), job_id, reset_attempts=reset_attempts)
         self._outcome(job_id, outcome, ("queued",), "requeue")
 
     def delete(self, job_id: str, queue: str | None = None) -> None:
         """Delete a job that is not running, with its history."""
-        k = self.job_keys(job_id, queue)
-        outcome = scripts.run(
-            self.redis, "delete",
-            [k.ready, k.scheduled, k.completed, k.failed, k.dead, k.dropped, k.cancelled, k.unique, k.events],
-            [k.job_prefix, self.events_maxlen, job_id],
-        )  # fmt: skip
-        self._outcome(job_id, outcome, ("deleted",), "delete")
+        self._outcome(job_id, self.store.delete(self.job_queue(job_id, queue), job_id), ("deleted",), "delete")
 
     def pause(self, queue: str) -> bool:
         return self._set_paused(queue, True)
@@ -367,14 +283,10 @@ class Client:
         return self._set_paused(queue, False)
 
     def _set_paused(self, queue: str, paused: bool) -> bool:
-        k = queue_keys(queue)
-        if not self.redis.sismember(keys.QUEUES, queue):  # a queue paused before its first job
-            self.redis.sadd(keys.QUEUES, queue)  # (no SADD otherwise: a full Redis refuses it, known or not)
-        return bool(
-            scripts.run(
-                self.redis, "set_paused", [k.paused, k.events, k.wake, k.idle], [self.events_maxlen, int(paused)]
-            )
-        )
+        if not keys.NAME_PATTERN.match(queue):
+            raise InvalidJob(f"invalid queue name {queue!r}")
+        self.store.ensure_queue(queue)  # a queue paused before its first job
+        return self.store.set_paused(queue, paused)
 
     @staticmethod
     def _outcome(job_id: str, outcome: str, ok: tuple[str, ...], operation: str) -> str:
@@ -409,7 +321,7 @@ def _check_max_retries(value: Any) -> int:
     return value
 
 
-def _timing(delay: float | None, run_at: datetime | None) -> tuple[scripts.Arg, scripts.Arg]:
+def _timing(delay: float | None, run_at: datetime | None) -> tuple[Arg, Arg]:
     """(delay_ms, run_at_ms) script arguments, '' where unset. Redis adds its own clock to the delay."""
     if delay is not None and run_at is not None:
         raise InvalidJob("give delay or run_at, not both")

@@ -1,4 +1,7 @@
-"""Jobs as read back from Redis."""
+"""Jobs as read back from Redis: the one place a job hash and its attempt entries are decoded.
+
+Readers never fail on a job whose fields were written by other hands: a value that cannot be read is left at
+its default (params {} and checkpoint None with `payload_error` saying why)."""
 
 import json
 from collections.abc import Callable
@@ -12,17 +15,37 @@ from jobconsole.core.states import JobState
 
 
 def ms_to_datetime(value: str | int | None) -> datetime | None:
-    if value in (None, ""):
+    """A stored time (Redis ms) as a datetime; None when unset (or not a time)."""
+    if value in (None, "", "0", 0):
         return None
-    return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    try:
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
-def _int(value: str | None, default: int = 0) -> int:
-    return int(value) if value not in (None, "") else default
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
 
 
 def _json(value: str | None) -> Any:
-    return json.loads(value) if value not in (None, "") else None
+    """A stored JSON value, or None when unset or not JSON (a hash written by other hands)."""
+    if value in (None, ""):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
 
 
 def _decoded[T](decode: Callable[[str], T], text: str, fallback: T, errors: list[str]) -> T:
@@ -53,19 +76,23 @@ class Attempt:
 
     @classmethod
     def from_json(cls, raw: str) -> "Attempt":
-        d = json.loads(raw)
+        """One history entry; an entry that is not a JSON object is kept as outcome 'unreadable'."""
+        d = _json(raw)
+        if not isinstance(d, dict):
+            return cls(attempt=0, outcome="unreadable", worker="", host="", pid=0, started_at=None, ended_at=None,
+                       message=raw)  # fmt: skip
         return cls(
-            attempt=int(d.get("attempt", 0)),
-            outcome=d.get("outcome", ""),
-            worker=d.get("worker", ""),
-            host=d.get("host", ""),
-            pid=int(d.get("pid", 0)),
+            attempt=max(0, _int(d.get("attempt"))),
+            outcome=str(d.get("outcome", "")),
+            worker=str(d.get("worker", "")),
+            host=str(d.get("host", "")),
+            pid=_int(d.get("pid")),
             started_at=ms_to_datetime(d.get("started_at")),
             ended_at=ms_to_datetime(d.get("ended_at")),
-            error_class=d.get("error_class", ""),
-            message=d.get("message", ""),
-            traceback=d.get("traceback", ""),
-            top_frame=d.get("top_frame", ""),
+            error_class=str(d.get("error_class", "")),
+            message=str(d.get("message", "")),
+            traceback=str(d.get("traceback", "")),
+            top_frame=str(d.get("top_frame", "")),
         )
 
     @property
@@ -103,9 +130,14 @@ class Job:
     lease_ms: int = 30000
     timeout_ms: int = 0
     history: list[Attempt] = field(default_factory=list)
-    raw: dict[str, str] = field(default_factory=dict, repr=False)
+    raw: dict[str, str] = field(default_factory=dict, repr=False)  # the hash as stored (the mirror keeps its JSON)
     # Set when the stored params or checkpoint cannot be decoded (then {} and None; `raw` has the text).
     payload_error: str = ""
+
+    @property
+    def error_class(self) -> str:
+        """The exception class of the last failed attempt, '' when none."""
+        return str(self.last_error.get("error_class") or "") if isinstance(self.last_error, dict) else ""
 
     @classmethod
     def from_hash(cls, h: dict[str, str], history: list[str] | None = None) -> "Job":
@@ -130,7 +162,7 @@ class Job:
             heartbeat_at=ms_to_datetime(h.get("heartbeat_at")),
             worker=h.get("worker", ""),
             token=h.get("token", ""),
-            progress=float(h["progress"]) if h.get("progress") else None,
+            progress=_float(h.get("progress")),
             checkpoint=checkpoint,
             result=_json(h.get("result")),
             last_error=_json(h.get("last_error")),

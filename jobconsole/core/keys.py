@@ -8,9 +8,6 @@ scripts may build a job key from the declared job-key prefix and an id.
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import cast
-
-import redis
 
 PREFIX = "jc"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -77,10 +74,6 @@ class QueueKeys:
         }
 
 
-def known_queues(connection: "redis.Redis") -> list[str]:
-    return sorted(cast(set[str], connection.smembers(QUEUES)))
-
-
 @cache
 def queue_keys(queue: str) -> QueueKeys:
     if not NAME_PATTERN.match(queue):
@@ -114,9 +107,16 @@ def queue_keys(queue: str) -> QueueKeys:
     )
 
 
-# The database mirror (Django side) and its leader lock; one consumer group per queue's events stream.
+# The database mirror's leader lock; it reads each queue's events stream through one consumer group.
 MIRROR_LOCK = f"{PREFIX}:{{meta}}:lock:mirror"
 MIRROR_GROUP = "jc-mirror"
+LOCKS = {"maintenance": MAINTENANCE_LOCK, "mirror": MIRROR_LOCK}
+
+
 # Counter the mirror leader increments with every read and records in the database: a value not above the
 # recorded one means Redis lost writes the database had seen (a restored or truncated AOF, a new empty Redis).
 REDIS_EPOCH = f"{PREFIX}:{{meta}}:epoch"
+
+
+def lock_key(name: str) -> str:
+    return LOCKS[name]

@@ -9,12 +9,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import cast
 
 import redis
 
-from jobconsole.core import keys, scripts
-from jobconsole.core.keys import known_queues, queue_keys
+from jobconsole.core.queries import Queries
+from jobconsole.core.states import JobState
+from jobconsole.core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ class Maintenance:
         lock_ttl: float | None = None,
         trim_every: float = 60.0,
     ) -> None:
-        self.redis = connection
-        self.events_maxlen = events_maxlen
+        self.store = Store(connection, events_maxlen=events_maxlen)
+        self.queries = Queries(self.store)
         self.retention = retention or Retention()
         self.interval = interval
         # The leader renews the lock every pass. Its TTL is how long recovery stalls when a leader dies
@@ -62,12 +62,11 @@ class Maintenance:
 
     def is_leader(self) -> bool:
         """Take or renew the leader lock (owner-checked)."""
-        held = scripts.run(self.redis, "lock", [keys.MAINTENANCE_LOCK], ["acquire", self.token, self.lock_ttl_ms])
-        return bool(held)
+        return self.store.acquire_lock("maintenance", self.token, self.lock_ttl_ms)
 
     def release(self) -> None:
         try:
-            scripts.run(self.redis, "lock", [keys.MAINTENANCE_LOCK], ["release", self.token, 0])
+            self.store.release_lock("maintenance", self.token)
         except RETRYABLE_ERRORS:
             pass
 
@@ -88,29 +87,23 @@ class Maintenance:
                 "maintenance: Redis was unreachable for about %.1fs; sparing leases that ran out meanwhile", gap
             )
         done = 0
-        for queue in known_queues(self.redis):
+        for queue in self.queries.queues():
             # Promote (which drains the intake) first: a job handed to a worker that died before anything
             # drained it is then in the active set, and this same pass recovers it.
             done += self.promote(queue) + self.recover(queue, outage_ms=outage_ms)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
-            for queue in known_queues(self.redis):
+            for queue in self.queries.queues():
                 self.trim(queue)
             self.prune_workers()
         return done
 
     def recover(self, queue: str, limit: int = 200, outage_ms: int = 0) -> int:
         """Requeue or dead-letter every job of the queue whose lease has expired."""
-        k = queue_keys(queue)
         total = 0
+        ttl_ms = int(self.retention.failed * 1000)
         while True:
-            reply: list[str] = scripts.run(
-                self.redis, "recover",
-                [k.active, k.ready, k.dead, k.failed, k.unique, k.events, k.wake, k.seq, k.stats],
-                [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), limit, outage_ms],
-            )  # fmt: skip
-            split = reply.index("|")
-            requeued, ended = reply[:split], reply[split + 1 :]
+            requeued, ended = self.store.recover(queue, limit=limit, outage_ms=outage_ms, ttl_ms=ttl_ms)
             for job_id in requeued:
                 log.warning("recovered job=%s queue=%s reason=lease_expired action=requeued", job_id, queue)
             for job_id in ended:
@@ -121,47 +114,24 @@ class Maintenance:
                 return total
 
     def promote(self, queue: str, limit: int = 1000) -> int:
-        k = queue_keys(queue)
-        return int(
-            scripts.run(
-                self.redis,
-                "promote",
-                [k.scheduled, k.ready, k.seq, k.wake, k.events, k.intake, k.stats, k.active],
-                [k.job_prefix, self.events_maxlen, limit],
-            )
-        )
+        return self.store.promote(queue, limit=limit)
 
     def trim(self, queue: str, limit: int = 1000) -> int:
-        k = queue_keys(queue)
         removed = 0
-        for state, key in k.terminal_sets.items():
-            age_ms = int(getattr(self.retention, state) * 1000)
+        for state in (JobState.COMPLETED, JobState.FAILED, JobState.DEAD, JobState.DROPPED, JobState.CANCELLED):
+            age_ms = int(getattr(self.retention, state.value) * 1000)
             while True:
-                n = int(
-                    scripts.run(self.redis, "trim", [key, k.events], [k.job_prefix, self.events_maxlen, age_ms, limit])
-                )
+                n = self.store.trim(queue, state, age_ms=age_ms, limit=limit)
                 removed += n
                 if n < limit:
                     break
-        # Per-minute counters older than a day go too.
-        seconds, _ = self.redis.time()  # Redis's clock, like the minutes the scripts count in
-        cutoff = int(seconds) // 60 - 24 * 60
-        stale = [f for f in cast(list[str], self.redis.hkeys(k.stats)) if int(f.split("|", 1)[0]) < cutoff]
-        for start in range(0, len(stale), 1000):
-            self.redis.hdel(k.stats, *stale[start : start + 1000])
+        # Per-minute counters older than a day go too, by Redis's clock (the minutes the scripts count in).
+        self.store.trim_stats(queue, self.store.time_ms() // 60_000 - 24 * 60)
         return removed
 
     def prune_workers(self) -> None:
         """Forget registry entries of workers whose heartbeat hash expired (they died without saying so)."""
-        ids = cast(list[str], self.redis.zrange(keys.WORKERS, 0, -1))
-        if not ids:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for worker_id in ids:
-            pipe.exists(keys.worker_key(worker_id))
-        gone = [w for w, alive in zip(ids, pipe.execute(), strict=True) if not alive]
-        if gone:
-            self.redis.zrem(keys.WORKERS, *gone)
+        self.store.prune_workers()
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; Redis outages are logged and waited out."""

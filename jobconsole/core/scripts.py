@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError
 from jobconsole.core.wire import Wire
 
 LUA_DIR = Path(__file__).with_name("lua")
+KEYS_LINE = "-- KEYS:"  # each script's header names its KEYS in order; store.py fills them in by name
 
 type Arg = str | int | float
 type Call = tuple[str, Sequence[str], Sequence[Arg]]
@@ -34,6 +35,7 @@ class Script:
     name: str
     source: str
     sha: str
+    keys: tuple[str, ...]  # the KEYS its header declares, in order (see store.py for the names)
 
 
 @cache
@@ -41,9 +43,13 @@ def load(name: str) -> Script:
     shebang, _, body = (LUA_DIR / f"{name}.lua").read_text().partition("\n")
     if not shebang.startswith("#!lua"):
         raise ValueError(f"lua/{name}.lua must begin with its '#!lua' line (its flags: allow-oom or none)")
+    declared = [line for line in body.splitlines() if line.startswith(KEYS_LINE)]
+    if len(declared) != 1:
+        raise ValueError(f"lua/{name}.lua must declare its keys in one '{KEYS_LINE} name name ...' line")
     # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
     source = f"{shebang}\n{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
+    keys = tuple(declared[0].removeprefix(KEYS_LINE).split())
+    return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), keys)
 
 
 def names() -> list[str]:

@@ -20,14 +20,14 @@ from typing import Any
 
 import redis
 
-from jobconsole.core import keys, scripts
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import LeaseLost, TaskTimeout, UndecodablePayload, WorkerShutdown
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
-from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.payload import decode_checkpoint, decode_params
+from jobconsole.core.scripts import Arg
+from jobconsole.core.store import Beat, Call, Claimed, Failed, Lease, Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer, threads_cpu_clock
@@ -42,10 +42,6 @@ PREFETCH_MAX = 100  # at most this many jobs, so that one worker does not hoard 
 PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on a claim round trip
 IDLE_REGISTRATION_MS = 1500  # outlives the longest idle block (1 s); every claim renews or drops it
 SWITCH_INTERVAL_S = 0.001  # see Worker.run
-# What a claim returns per job: lease() in lua/_lib.lua, in this order.
-LEASED_FIELDS = (
-    "id", "token", "task", "attempts", "max_retries", "params", "lease_ms", "timeout_ms", "checkpoint", "leased_at",
-)  # fmt: skip
 
 
 def prefetch_count(avg_runtime_ms: float, threads: int) -> int:
@@ -81,6 +77,7 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         require_decoded(connection)
         self.redis = without_retries(connection)
+        self.store = Store(self.redis, events_maxlen=events_maxlen)
         self.queues = list(dict.fromkeys(queues))  # claim order = the order given
         self.registry = registry if registry is not None else default_registry
         self.concurrency = concurrency
@@ -93,10 +90,7 @@ class Worker:
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
-        self.keys = [queue_keys(q) for q in self.queues]
-        # How an enqueue finds this worker when it is idle, and where it puts the job it leases to us.
-        self._idle_member = json.dumps([self.id, self.host, self.pid])
-        self._inbox_queue = {k.inbox(self.id): k.queue for k in self.keys}
+        self.identity = WorkerIdentity(self.id, self.host, self.pid)
         self.maintenance = (
             Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention) if maintenance else None
         )
@@ -177,12 +171,9 @@ class Worker:
     def _startup(self) -> None:
         while True:
             try:
-                self.redis.delete(*self._inbox_queue)  # left by an earlier process of the same name: stale leases
-                scripts.load_all(self.redis)
-                options = [item for pair in self.registry.options_json().items() for item in pair]
-                scripts.run(
-                    self.redis, "announce", [keys.QUEUES, keys.TASKS], [len(self.queues), *self.queues, *options]
-                )
+                self.store.clear_inboxes(self.id, self.queues)
+                self.store.load_scripts()
+                self.store.announce(self.queues, self.registry.options_json())
                 self.started_at_ms = self._redis_ms()
                 self._register()
                 break
@@ -254,15 +245,10 @@ class Worker:
         """After a connection error, and on the way out: stop being offered jobs as an idle worker, and give
         back jobs Redis leased to us that we never received (a claim whose reply was lost, or a job an
         enqueue handed to our inbox while we were stopping)."""
-        for k in self.keys:
-            held = [job_id for job_id, job in self.running.items() if job.queue == k.queue]
-            released = scripts.run(
-                self.redis, "release_orphans",
-                [k.active, k.ready, k.events, k.wake, k.seq, k.idle, k.inbox(self.id), *k.drain_keys],
-                [k.job_prefix, self.events_maxlen, self.id, self._idle_member, *held],
-            )  # fmt: skip
-            for job_id in released:
-                log.warning("released job=%s queue=%s: leased to this worker but never received", job_id, k.queue)
+        for queue in self.queues:
+            held = [job_id for job_id, job in self.running.items() if job.queue == queue]
+            for job_id in self.store.release_orphans(queue, self.identity, held):
+                log.warning("released job=%s queue=%s: leased to this worker but never received", job_id, queue)
         self._orphans_possible = False
 
     def _leave(self) -> None:
@@ -337,11 +323,10 @@ class Worker:
         """Block on our inboxes (an enqueue leased its job straight to us) and the queues' wake lists (an
         enqueue pushed a token: the dispatcher claims next), so pick-up needs no polling. Returns the job
         handed to us: started (run_here=False), or registered for the caller to run (a sync task)."""
-        popped = self.redis.blpop([*self._inbox_queue, *(k.wake for k in self.keys)], timeout=timeout)
-        if popped is None or popped[0] not in self._inbox_queue:
+        handed = self.store.wait_for_work(self.identity, self.queues, timeout)
+        if handed is None or handed.lease is None:
             return None
-        queue = self._inbox_queue[popped[0]]
-        job = self._start(queue, json.loads(popped[1]), time.monotonic(), announce=not run_here, run_here=run_here)
+        job = self._start(handed.queue, handed.lease, time.monotonic(), announce=not run_here, run_here=run_here)
         return job if job is not None and (not run_here or not job.task.is_async) else None
 
     def _wait_for_results(self, timeout: float) -> None:
@@ -362,43 +347,19 @@ class Worker:
         if collected:
             self._pacer.outcome_seen(time.monotonic())
 
-    def _claim_call(self, k: QueueKeys, count: int) -> scripts.Call:
-        return (
-            "claim",
-            [
-                k.ready,
-                k.scheduled,
-                k.active,
-                k.paused,
-                k.events,
-                k.wake,
-                k.seq,
-                k.stats,
-                k.intake,
-                k.idle,
-                k.inbox(self.id),
-            ],
-            [
-                k.job_prefix,
-                self.events_maxlen,
-                count,
-                self.id,
-                self.host,
-                self.pid,
-                self._idle_member,
-                0 if self.burst or self._stop_signals else IDLE_REGISTRATION_MS,
-            ],
-        )
+    def _claim_call(self, queue: str, count: int) -> Call[Claimed]:
+        idle_ms = 0 if self.burst or self._stop_signals else IDLE_REGISTRATION_MS
+        return self.store.claim_call(queue, self.identity, count, idle_ms=idle_ms)
 
     def _exchange(self, want: int) -> int:
         """One round trip: report every collected outcome and claim up to `want` jobs from the first
         queue; later queues are asked in order only while slots remain. Returns jobs started."""
         calls, owners, outcomes = self._outcome_calls()
         if want > 0:
-            calls.append(self._claim_call(self.keys[0], want))
+            calls.append(self._claim_call(self.queues[0], want))
         sent = time.monotonic()  # no lease in the reply began before this
         try:
-            replies = scripts.run_many(self.redis, calls)
+            replies = self.store.run_many(calls)
         except RETRYABLE_ERRORS:
             self._pending = outcomes + self._pending  # every script is safe to repeat (token-checked)
             raise
@@ -407,22 +368,22 @@ class Worker:
             return 0
         started = 0
         next_due = -1
-        for index, k in enumerate(self.keys):
+        for index, queue in enumerate(self.queues):
             if index == 0:
                 reply = replies[-1]
                 if isinstance(reply, Exception):
                     raise reply
             elif want - started > 0:
                 sent = time.monotonic()
-                reply = scripts.run(self.redis, *self._claim_call(k, want - started))
+                reply = self.store.run(self._claim_call(queue, want - started))
             else:
                 break
-            self._redis_now_ms = int(reply[0])
-            due = int(reply[1])
+            self._redis_now_ms = reply.now_ms
+            due = reply.next_due_ms
             if due >= 0 and (next_due < 0 or due < next_due):
                 next_due = due
-            for leased in reply[2:]:
-                self._start(k.queue, leased, sent, self._redis_now_ms)
+            for lease in reply.leases:
+                self._start(queue, lease, sent, self._redis_now_ms)
                 started += 1
         self._next_due_ms = next_due
         return started
@@ -430,14 +391,14 @@ class Worker:
     def _start(
         self,
         queue: str,
-        leased: list[str],
+        leased: Lease,
         received: float,
         redis_now_ms: int | None = None,
         *,
         announce: bool = False,
         run_here: bool = False,
     ) -> RunningJob | None:
-        """Run a job leased to us; `leased` is what lease() in _lib.lua returns. `received` is a monotonic time
+        """Run a job leased to us. `received` is a monotonic time
         and `redis_now_ms` Redis's time no earlier than it (a claim: when it was sent, and the time the claim
         read; default: now, and our estimate of Redis's clock). run_here: a sync task is registered but left
         for the calling thread to run."""
@@ -446,13 +407,7 @@ class Worker:
         task = self.registry.find(task_name)
         if task is None:
             reason = f"task {task_name!r} is not registered on worker {self.id}"
-            k = queue_keys(queue)
-            scripts.run(
-                self.redis,
-                "drop",
-                [k.active, k.dropped, k.unique, k.events, *k.drain_keys],
-                [k.job_prefix, self.events_maxlen, job_id, token, reason],
-            )
+            self.store.run(self.store.release_call(queue, job_id, token, reason, drop=True))
             log.error("dropped job=%s queue=%s reason=%s", job_id, queue, reason)
             return None
         try:
@@ -463,16 +418,16 @@ class Worker:
             decoded_params, decoded_checkpoint = {}, None
         else:
             undecodable = None
-        lease_s = int(lease_ms) / 1000
+        lease_s = lease_ms / 1000
         # Count the lease from when it began, not from now: a dispatcher starved of CPU may read the reply
         # late, and a job handed to the inbox may have waited there; its heartbeat is due a third of the
         # lease after that, and a job whose lease may be running out is not started (lease_fresh).
         redis_now = self._redis_ms() if redis_now_ms is None else redis_now_ms
-        renewed = received - max(0, redis_now - int(leased_at)) / 1000
+        renewed = received - max(0, redis_now - leased_at) / 1000
         job = RunningJob(
-            id=job_id, queue=queue, token=token, task=task, attempt=int(attempt), max_retries=int(max_retries),
+            id=job_id, queue=queue, token=token, task=task, attempt=attempt, max_retries=max_retries,
             params=decoded_params, context=None, lease_s=lease_s,
-            timeout_s=int(timeout_ms) / 1000 if timeout_ms else None, renewed=renewed,
+            timeout_s=timeout_ms / 1000 if timeout_ms else None, renewed=renewed,
         )  # fmt: skip
         job.next_heartbeat = renewed + lease_s / 3
         if task.context_param:
@@ -508,10 +463,10 @@ class Worker:
 
     # --- reporting outcomes -----------------------------------------------------------------------
 
-    def _outcome_calls(self) -> tuple[list[scripts.Call], list[list[Outcome]], list[Outcome]]:
+    def _outcome_calls(self) -> tuple[list[Call[Any]], list[list[Outcome]], list[Outcome]]:
         """Script calls reporting the collected outcomes (completions batched per queue)."""
         outcomes, self._pending = self._pending, []
-        calls: list[scripts.Call] = []
+        calls: list[Call[Any]] = []
         owners: list[list[Outcome]] = []
         completions: dict[str, list[Outcome]] = {}
         for o in outcomes:
@@ -520,14 +475,10 @@ class Worker:
             else:
                 calls.append(self._outcome_call(o))
                 owners.append([o])
+        ttl_ms = int(self.retention.completed * 1000)
         for queue, batch in completions.items():
-            k = queue_keys(queue)
-            args: list[scripts.Arg] = [
-                k.job_prefix, self.events_maxlen, int(self.retention.completed * 1000), len(batch),
-            ]  # fmt: skip
-            for o in batch:
-                args += [o.job.id, o.job.token, o.result_json, o.runtime_ms]
-            calls.append(("complete", [k.active, k.completed, k.unique, k.events, k.stats, *k.drain_keys], args))
+            acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in batch]
+            calls.append(self.store.complete_call(queue, acks, ttl_ms=ttl_ms))
             owners.append(batch)
         return calls, owners, outcomes
 
@@ -541,7 +492,7 @@ class Worker:
                 # The lease will expire and the recoverer will requeue it: nothing is lost.
                 self._forget(batch)
                 continue
-            codes = reply if isinstance(reply, list) and batch[0].kind is Kind.COMPLETE else [reply]
+            codes = reply if batch[0].kind is Kind.COMPLETE else [reply]
             for o, code in zip(batch, codes, strict=True):
                 self._log_outcome(o, code)
                 self._avg_runtime_ms += (o.runtime_ms - self._avg_runtime_ms) * 0.05
@@ -551,23 +502,17 @@ class Worker:
         self._collect()
         self._exchange(0)
 
-    def _outcome_call(self, o: Outcome) -> scripts.Call:
-        k = queue_keys(o.job.queue)
+    def _outcome_call(self, o: Outcome) -> Call[Any]:
         if o.kind is Kind.RELEASE:
-            return (
-                "release",
-                [k.active, k.ready, k.events, k.wake, k.seq, *k.drain_keys],
-                [k.job_prefix, self.events_maxlen, o.job.id, o.job.token, "worker shutting down (on_shutdown=requeue)"],
-            )
-        return (
-            "fail",
-            [k.active, k.scheduled, k.dead, k.failed, k.cancelled, k.unique, k.events, k.stats, *k.drain_keys],
-            [k.job_prefix, self.events_maxlen, int(self.retention.failed * 1000), o.job.id, o.job.token, o.status,
-             int(o.retry), o.delay_ms, json.dumps(o.error), o.runtime_ms],
+            reason = "worker shutting down (on_shutdown=requeue)"
+            return self.store.release_call(o.job.queue, o.job.id, o.job.token, reason)
+        return self.store.fail_call(
+            o.job.queue, o.job.id, o.job.token, outcome=o.status, retry=o.retry, delay_ms=o.delay_ms, error=o.error,
+            runtime_ms=o.runtime_ms, ttl_ms=int(self.retention.failed * 1000),
         )  # fmt: skip
 
     def _log_outcome(self, o: Outcome, code: Any) -> None:
-        accepted = code[0] if isinstance(code, list) else code
+        accepted = code.recorded if isinstance(code, Failed) else bool(code)  # Failed, Ack or release's bool
         if accepted and o.kind is Kind.COMPLETE:
             self.processed += 1
         elif accepted:
@@ -580,7 +525,7 @@ class Worker:
                 o.kind,
             )
         elif o.kind is Kind.FAIL:
-            state = code[1] if isinstance(code, list) else ""
+            state = code.state if isinstance(code, Failed) else ""
             log.info(
                 "job failed job=%s task=%s attempt=%d error=%s state=%s",
                 o.job.id,
@@ -637,23 +582,19 @@ class Worker:
         by_queue: dict[str, list[RunningJob]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
-        calls: list[scripts.Call] = []
+        calls: list[Call[list[int]]] = []
         for queue, batch in by_queue.items():
-            k = queue_keys(queue)
-            args: list[scripts.Arg] = [k.job_prefix, self.events_maxlen, len(batch)]
-            for job in batch:
-                progress, checkpoint = updates.get(job.id, ("", ""))
-                args += [job.id, job.token, progress, checkpoint]
-            calls.append(("heartbeat", [k.active, k.events, *k.drain_keys], args))
+            beats = [(job.id, job.token, *updates.get(job.id, ("", ""))) for job in batch]
+            calls.append(self.store.heartbeat_call(queue, beats))
         sent = time.monotonic()
-        for batch, reply in zip(by_queue.values(), scripts.run_many(self.redis, calls), strict=True):
+        for batch, reply in zip(by_queue.values(), self.store.run_many(calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
             for job, code in zip(batch, reply, strict=True):
                 job.next_heartbeat = sent + job.lease_s / 3
-                if code != -1:
+                if code != Beat.LOST:
                     job.renewed = sent
-                if code == -1 and not job.lost:
+                if code == Beat.LOST and not job.lost:
                     job.lost = True
                     # A task that already finished has usually just been acked (this heartbeat crossed the
                     # ack); if its lease really was lost, the ack is refused and logged as stale instead.
@@ -661,7 +602,7 @@ class Worker:
                         log.warning(
                             "lease lost job=%s task=%s: another worker may be running it", job.id, job.task.name
                         )
-                elif code == 1 and not job.cancel_requested:
+                elif code == Beat.CANCEL_REQUESTED and not job.cancel_requested:
                     job.cancel_requested = True
                     if job.context is not None:
                         job.context.cancel_requested = True
@@ -696,34 +637,25 @@ class Worker:
         ]  # fmt: skip
         state = "stopping" if self._stop_signals else "running"
         now_ms = self._redis_ms()
-        info: dict[str, scripts.Arg] = {
+        info: dict[str, Arg] = {
             "id": self.id, "host": self.host, "pid": self.pid, "queues": ",".join(self.queues),
             "concurrency": self.concurrency, "active_threads": self._threads.active, "started_at": self.started_at_ms,
             "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": self.processed, "failed": self.failed,
         }  # fmt: skip
-        fields = [item for pair in info.items() for item in pair]
-        scripts.run(
-            self.redis, "register_worker", [keys.worker_key(self.id), keys.WORKERS],
-            [self.id, REGISTRY_TTL_S, now_ms, *fields],
-        )  # fmt: skip
+        self.store.register_worker(self.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
 
     def _redis_ms(self) -> int:
         """Redis's clock, not this host's (which may be off): sampled with TIME once a minute and carried
         forward by the monotonic clock in between."""
         if self._clock is None or time.monotonic() - self._clock[1] > 60:
-            seconds, micros = self.redis.time()
-            self._clock = (int(seconds) * 1000 + int(micros) // 1000, time.monotonic())
+            self._clock = (self.store.time_ms(), time.monotonic())
         base_ms, at = self._clock
         return base_ms + int((time.monotonic() - at) * 1000)
 
     def _unregister(self) -> None:
         try:
-            # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.delete(keys.worker_key(self.id))
-            pipe.zrem(keys.WORKERS, self.id)
-            pipe.execute()
+            self.store.unregister_worker(self.id)
         except RETRYABLE_ERRORS:
             pass  # the hash expires on its own
 

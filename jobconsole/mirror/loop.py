@@ -32,8 +32,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -41,26 +41,19 @@ import redis
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection, models, transaction
 from django.db.models import F
 
-from jobconsole.core import intake, keys, scripts
-from jobconsole.core.keys import queue_keys
+from jobconsole.core.feed import EventFeed, StreamInfo
+from jobconsole.core.job import Job as RedisJob
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
+from jobconsole.core.queries import Event, Queries, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
+from jobconsole.core.store import DEFAULT_EVENTS_MAXLEN, Store
 from jobconsole.core.streams import StreamId, format_id, parse_id
 from jobconsole.mirror.restore import Restored, restore_lost_jobs
-from jobconsole.mirror.rows import (
-    ATTEMPT_FIELDS,
-    JOB_FIELDS,
-    attempt_values,
-    dead_letter_row,
-    job_values,
-    stream_time,
-)
+from jobconsole.mirror.rows import ATTEMPT_FIELDS, JOB_FIELDS, attempt_values, dead_letter_row, job_values
 from jobconsole.models import Attempt, DeadLetter, Job, MirrorCursor, MirrorLease, MirrorResync, Queue
 
 log = logging.getLogger(__name__)
 
-GROUP = keys.MIRROR_GROUP
-CONSUMER = "mirror"  # fixed, so a new leader inherits the pending entries of a dead one
 LEASE = "mirror"
 DISCOVER_EVERY = 1.0
 RESYNC_CHUNK = 500
@@ -76,26 +69,6 @@ class LostLeadership(Exception):
 
 class SimulatedCrash(BaseException):
     """Raised by test fault hooks to stop the mirror mid-batch, as a kill would."""
-
-
-def pairs(flat: Sequence[Any]) -> dict[str, Any]:
-    """A flat [field, value, ...] reply, as a script gets XINFO STREAM and stream entries, as a dict."""
-    return dict(_pairs(flat))
-
-
-@dataclass(slots=True)
-class Event:
-    queue: str
-    id: str
-    fields: dict[str, str]
-
-    @property
-    def job(self) -> str:
-        return self.fields.get("job", "")
-
-    @property
-    def name(self) -> str:
-        return self.fields.get("event", "")
 
 
 @dataclass(slots=True)
@@ -134,10 +107,12 @@ class Mirror:
         lock_ttl: float = 10.0,
         name: str | None = None,
         periodic: Sequence[tuple[float, Callable[[], Any]]] = (),
-        events_maxlen: int = intake.DEFAULT_EVENTS_MAXLEN,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
         restore: bool = True,
     ) -> None:
-        self.redis = connection_
+        self.store = Store(connection_, events_maxlen=events_maxlen)
+        self.queries = Queries(self.store)
+        self.feed = EventFeed(self.store)
         self.restore = restore  # enqueue again the waiting/running jobs Redis lost (see restore.py)
         self.events_maxlen = events_maxlen  # for the 'enqueued' events of the intake jobs it drains
         self.batch = batch
@@ -172,8 +147,7 @@ class Mirror:
         now = time.monotonic()
         if self.leader and now - self._renewed < self.lock_ttl_ms / 3000:
             return True
-        held = scripts.run(self.redis, "lock", [keys.MIRROR_LOCK], ["acquire", self.token, self.lock_ttl_ms])
-        if not held:
+        if not self.store.acquire_lock("mirror", self.token, self.lock_ttl_ms):
             if self.leader:
                 log.warning("mirror=%s lost the leader lock", self.name)
             self.leader = False
@@ -200,7 +174,7 @@ class Mirror:
     def release(self) -> None:
         if self.leader:
             try:
-                scripts.run(self.redis, "lock", [keys.MIRROR_LOCK], ["release", self.token, 0])
+                self.store.release_lock("mirror", self.token)
             except RETRYABLE_ERRORS:
                 pass
         self.leader = False
@@ -281,12 +255,7 @@ class Mirror:
         return n
 
     def _drain_intakes(self) -> int:
-        calls = [intake.drain_call(q, self.events_maxlen) for q in self.queues]
-        drained = scripts.run_many(self.redis, calls)
-        for reply in drained:
-            if isinstance(reply, Exception):
-                raise reply
-        return sum(int(n) for n in drained)
+        return self.feed.drain(self.queues)
 
     def drain(self, max_steps: int = 10_000) -> int:
         """Apply everything currently in the streams (tests and the benchmark); returns events applied."""
@@ -306,7 +275,7 @@ class Mirror:
         self._discovered = time.monotonic()
         # The database's queues too: a Redis that lost everything (a new empty server) lists none, and the
         # rewind is noticed by reading a queue's stream.
-        found = sorted(set(keys.known_queues(self.redis)) | set(self.cursors))
+        found = sorted(set(self.queries.queues()) | set(self.cursors))
         for queue in found:
             if queue in self.queues:
                 continue
@@ -319,59 +288,46 @@ class Mirror:
 
     def _ensure_group(self, queue: str, start: str, *, recreate: bool = False) -> None:
         """The consumer group on the queue's events stream, starting after `start` if it has to be made."""
-        scripts.run(self.redis, "mirror_group", [queue_keys(queue).events], [GROUP, start, int(recreate)])
+        self.feed.ensure_group(queue, start, recreate=recreate)
 
     def _advance_epoch(self, to: int | None = None) -> int:
         """Count Redis's epoch up (or set it to `to`) with a script, so that it works while Redis is full."""
-        return int(scripts.run(self.redis, "mirror_epoch", [keys.REDIS_EPOCH], [] if to is None else [to]))
+        return self.feed.advance_epoch(to)
 
     # --- reading ----------------------------------------------------------------------------------
 
     def _step(self, *, pending: bool) -> int:
-        streams = {queue_keys(q).events: q for q in self.queues}
         # One script, so that the gap check sees each stream as the read did (mirror_read.lua).
-        epoch, raw_infos, raw_read = scripts.run(
-            self.redis, "mirror_read", [keys.REDIS_EPOCH, *streams],
-            [GROUP, CONSUMER, self.batch, "0" if pending else ">"],
-        )  # fmt: skip
-        if int(epoch) <= self.epoch:
-            self._rewound(int(epoch))
+        read = self.feed.read(self.queues, count=self.batch, pending=pending)
+        if read.epoch <= self.epoch:
+            self._rewound(read.epoch)
             return 0
-        self._read_epoch = int(epoch)
-        infos = [pairs(info) if info != 0 else None for info in raw_infos]
-        broken = [q for q, info in zip(streams.values(), infos, strict=True) if info is None]
-        if broken or raw_read == 0:
+        self._read_epoch = read.epoch
+        if read.group_missing:
             # The stream or its group is gone (Redis restarted without it, or someone deleted it).
-            for queue in broken or list(streams.values()):
-                if broken or not self._group_exists(queue):
+            broken = [q for q, info in read.streams.items() if info is None]
+            for queue in broken or list(read.streams):
+                if broken or not self.feed.group_exists(queue):
                     self.resync(queue, "stream-lost")
             self._read_pending = True
             return 0
         skip: set[str] = set()
-        for queue, info in zip(streams.values(), cast(list[dict[str, Any]], infos), strict=True):
-            self._last_generated[queue] = info["last-generated-id"]
+        for queue, info in read.streams.items():
+            assert info is not None
+            self._last_generated[queue] = info.last_id
             reason = self._gap(queue, info)
             if reason:
                 self.resync(queue, reason)
                 skip.add(queue)
-        events: list[Event] = []
-        trimmed: dict[str, list[str]] = {}
-        for stream, entries in raw_read or []:
-            queue = streams[stream]
-            if queue in skip:
-                continue
-            for entry_id, fields in entries:
-                if not fields:  # a pending entry trimmed before we applied it
-                    trimmed.setdefault(queue, []).append(entry_id)
-                else:
-                    events.append(Event(queue, entry_id, pairs(fields)))
+        events = [e for e in read.events if e.queue not in skip]
+        trimmed = {q: ids for q, ids in read.trimmed.items() if q not in skip}
         for queue, ids in trimmed.items():
             cursor = self.cursors.get(queue, (0, 0))
             if any(parse_id(i) > cursor for i in ids):
                 self.resync(queue, "gap")
                 events = [e for e in events if e.queue != queue]
             else:
-                self.redis.xack(queue_keys(queue).events, GROUP, *ids)  # applied before; only the ack was lost
+                self.feed.ack({queue: ids})  # applied before; only the ack was lost
         if not events:
             return sum(len(ids) for ids in trimmed.values())
         return self.apply(events)
@@ -392,32 +348,23 @@ class Mirror:
             self.fault("rewound")
         self._read_pending = True
 
-    def _group_exists(self, queue: str) -> bool:
-        try:
-            return any(g["name"] == GROUP for g in self.redis.xinfo_groups(queue_keys(queue).events))
-        except redis.ResponseError:
-            return False
-
-    def _gap(self, queue: str, info: dict[str, Any]) -> str | None:
+    def _gap(self, queue: str, info: StreamInfo) -> str | None:
         cursor = self.cursors.get(queue, (0, 0))
-        last = parse_id(info["last-generated-id"])
+        last = parse_id(info.last_id)
         if last < cursor:
             return "redis-rewound"
-        if int(info.get("entries-added", 0)) <= int(info.get("length", 0)):
+        if info.entries_added <= info.length:
             return None  # nothing was ever trimmed from this stream
         if cursor == (0, 0):
             return "gap"  # we never applied anything, and some entries are gone
-        first = info.get("first-entry")
         # An empty stream: everything up to the last id is gone.
-        first_id = parse_id(first[0]) if first and first[0] else (last[0], last[1] + 1)
+        first_id = parse_id(info.first_id) if info.first_id else (last[0], last[1] + 1)
         # Conservative: the entry at the cursor itself may be the only one trimmed (then resync is redundant).
         return "gap" if cursor < first_id and cursor < last else None
 
     def _wait_for_events(self) -> None:
         """Block until any stream has an entry newer than what we have seen (or block_ms passes)."""
-        streams = {queue_keys(q).events: self._last_generated.get(q, "$") for q in self.queues}
-        streams |= {queue_keys(q).intake: "$" for q in self.queues}  # a fast enqueue writes only there
-        self.redis.xread(cast(Any, streams), count=1, block=self.block_ms)
+        self.feed.wait({q: self._last_generated.get(q, "$") for q in self.queues}, self.block_ms)
 
     # --- applying ---------------------------------------------------------------------------------
 
@@ -447,27 +394,17 @@ class Mirror:
             # Already written in a final state, and nothing in this batch can change a final job:
             # these are older events of it (the mirror read its hash when it was already finished).
             del jobs[job_id]
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id, j in jobs.items():
-            k = queue_keys(j.queue)
-            pipe.hgetall(k.job(job_id))
-            if j.history:
-                pipe.lrange(k.attempts(job_id), 0, -1)
-        replies = iter(pipe.execute())
-        hashes: dict[str, dict[str, str]] = {}
-        histories: dict[str, list[str]] = {}
-        for job_id, j in jobs.items():
-            hashes[job_id] = next(replies)
-            if j.history:
-                histories[job_id] = next(replies)
+        read = self.queries.jobs_by_id(
+            [(j.queue, job_id) for job_id, j in jobs.items()], history={i for i, j in jobs.items() if j.history}
+        )
+        found: dict[str, RedisJob | None] = dict(zip(jobs, read, strict=True))
         # A job already final when we read it is written (and remembered) as final now, so later events
         # that carry its attempts will be skipped: read its history now if no event of this batch did.
-        late = [i for i, h in hashes.items() if i not in histories and h.get("state") in TERMINAL_STATES]
-        if late:
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in late:
-                pipe.lrange(queue_keys(jobs[job_id].queue).attempts(job_id), 0, -1)
-            histories.update(zip(late, pipe.execute(), strict=True))
+        late = [
+            i for i, job in found.items() if job is not None and not jobs[i].history and job.state in TERMINAL_STATES
+        ]  # fmt: skip
+        for job_id, history in zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True):
+            found[job_id] = replace(cast(RedisJob, found[job_id]), history=history)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -475,18 +412,17 @@ class Mirror:
         gone: dict[str, list[str]] = {}  # state to record -> ids whose hash is gone (expired or TTL)
         finished: list[tuple[str, datetime]] = []
         for job_id, j in jobs.items():
-            h = hashes[job_id]
-            history = histories.get(job_id)
-            if not h:
+            job = found[job_id]
+            if job is None:
                 if j.last.name == "deleted":
                     deleted.append(job_id)
                 else:
                     state = j.last.fields.get("state", "")
                     gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
                 continue
-            row = job_values(h, synced)
+            row = job_values(job, synced)
             rows.append(row)
-            job_attempts = attempt_values(job_id, history) if history is not None else []
+            job_attempts = attempt_values(job_id, job.history)
             attempts.extend(job_attempts)
             state, finished_at = row[_STATE], row[_FINISHED_AT]
             if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
@@ -532,10 +468,7 @@ class Mirror:
             self.cursors[queue] = max(self.cursors.get(queue, (0, 0)), top)
         if self.fault:
             self.fault("after_commit")
-        pipe = self.redis.pipeline(transaction=False)
-        for queue, queue_events in by_queue.items():
-            pipe.xack(queue_keys(queue).events, GROUP, *[e.id for e in queue_events])
-        pipe.execute()
+        self.feed.ack({queue: [e.id for e in queue_events] for queue, queue_events in by_queue.items()})
         self.events_applied += len(events)
         written = len(rows) + len(attempts) + len(dead) + len(deleted)
         self.rows_written += written
@@ -568,16 +501,11 @@ class Mirror:
 
         Rows for jobs Redis no longer holds are kept as history with in_redis=false, except waiting ones
         after a gap: only an operator's delete removes a waiting job, so those rows are deleted too."""
-        k = queue_keys(queue)
         if reason != "redis-rewound":  # (a rewind moves the counter once every queue is done: see _rewound)
             # The snapshot is as new as this epoch: the database records it with the rows (see _fence).
             self._read_epoch = max(self._read_epoch, self._advance_epoch())
-        intake.drain(self.redis, queue, self.events_maxlen)  # jobs accepted but not yet made into hashes are in no set
-        try:
-            info = self.redis.xinfo_stream(k.events)
-            upto = str(info["last-generated-id"])
-        except redis.ResponseError:
-            upto = "0-0"
+        self.store.drain(queue)  # jobs accepted but not yet made into hashes are in no set
+        upto = self.feed.last_id(queue)
         log.log(
             logging.INFO if reason == "initial" else logging.WARNING,
             "mirror resync queue=%s reason=%s from=%s to=%s",
@@ -586,13 +514,8 @@ class Mirror:
             format_id(self.cursors[queue]) if queue in self.cursors else "-",
             upto,
         )
-        sets = [k.ready, k.scheduled, k.active, *k.terminal_sets.values()]
-        pipe = self.redis.pipeline(transaction=False)
-        for key in sets:
-            pipe.zrange(key, 0, -1)
-        pipe.exists(k.paused)
-        *members, paused = pipe.execute()
-        ids = list(dict.fromkeys(i for m in members for i in m))
+        ids = self.queries.ids(queue)
+        paused = self.queries.is_paused(queue)
         present: set[str] = set()
         for start in range(0, len(ids), RESYNC_CHUNK):
             present |= self._resync_chunk(queue, ids[start : start + RESYNC_CHUNK])
@@ -603,7 +526,7 @@ class Mirror:
         # events follow `upto`, so the group recreated below reads them.
         restored = Restored(frozenset(), 0)
         if reason == "redis-rewound" and self.restore and missing:
-            restored = restore_lost_jobs(self.redis, list(Job.objects.filter(id__in=[i for i, _ in missing])))
+            restored = restore_lost_jobs(self.store.redis, list(Job.objects.filter(id__in=[i for i, _ in missing])))
         waiting = {JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value}
         delete = [i for i, s in missing if reason == "gap" and s in waiting]
         keep = [i for i, s in missing if not (reason == "gap" and s in waiting) and i not in restored.ids]
@@ -636,22 +559,17 @@ class Mirror:
         return record
 
     def _resync_chunk(self, queue: str, ids: Sequence[str]) -> set[str]:
-        k = queue_keys(queue)
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hgetall(k.job(job_id))
-            pipe.lrange(k.attempts(job_id), 0, -1)
-        replies = pipe.execute()
+        read = self.queries.jobs_by_id([(queue, i) for i in ids], history=True)
         synced = datetime.now(UTC)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
-        for h, history in _pairs(replies):
-            if not h:
+        for job in read:
+            if job is None:
                 continue  # expired by TTL between the ZRANGE and now: the trim will report it
-            row = job_values(h, synced)
+            row = job_values(job, synced)
             rows.append(row)
-            job_attempts = attempt_values(row[0], history)
+            job_attempts = attempt_values(job.id, job.history)
             attempts.extend(job_attempts)
             if row[_STATE] == JobState.DEAD and (
                 letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)
@@ -691,11 +609,6 @@ def _upsert(
         adapt = connection.ops.adapt_datetimefield_value
         rows = [tuple(adapt(v) if isinstance(v, datetime) else v for v in row) for row in rows]
         cursor.executemany(f"{head}VALUES ({', '.join(['%s'] * len(columns))}){tail}", rows)
-
-
-def _pairs(items: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
-    it = iter(items)
-    return zip(it, it, strict=True)
 
 
 def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> Mirror:

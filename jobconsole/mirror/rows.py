@@ -1,12 +1,15 @@
-"""Turning what Redis holds (job hashes, attempt entries) into model rows. Pure functions, no I/O."""
+"""Turning jobs as the engine decodes them (`core.job.Job`, `Attempt`) into model rows. Pure functions, no I/O."""
 
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from jobconsole.models import Attempt, DeadLetter, Job
+from jobconsole.core.job import Attempt as JobAttempt
+from jobconsole.core.job import Job
+from jobconsole.models import DeadLetter
 
 # Every Job column the mirror writes on an upsert (everything but the primary key).
 JOB_FIELDS = [
@@ -22,104 +25,61 @@ ATTEMPT_FIELDS = [
 _LINE = re.compile(r":\d+ in ")
 
 
-def ms(value: str | int | float | None) -> datetime | None:
-    if value in (None, "", "0", 0):
-        return None
-    try:
-        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
-    except (TypeError, ValueError):
-        return None
-
-
-def stream_time(entry_id: str) -> datetime:
-    """The Redis time an event was written (the milliseconds part of its stream id)."""
-    return datetime.fromtimestamp(int(entry_id.split("-", 1)[0]) / 1000, tz=UTC)
-
-
-def _int(value: str | None, default: int = 0) -> int:
-    try:
-        return int(value) if value not in (None, "") else default
-    except ValueError:
-        return default
-
-
-def job_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
-    """One Job row as values in `["id", *JOB_FIELDS]` order (the mirror writes these with raw SQL)."""
-    last_error = h.get("last_error", "")
-    error_class = ""
-    if last_error:
-        try:
-            error_class = str(json.loads(last_error).get("error_class") or "")
-        except (ValueError, AttributeError):
-            error_class = ""
-    progress = h.get("progress")
+def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
+    """One Job row as values in `["id", *JOB_FIELDS]` order (the mirror writes these with raw SQL). The JSON
+    columns keep the text Redis stores; everything else comes decoded from `core.job.Job`."""
+    stored = job.raw
     return (
-        h["id"],
-        h.get("task", ""),
-        _int(h.get("version"), 1),
-        h.get("queue", ""),
-        _int(h.get("priority")),
-        h.get("state", "queued"),
-        h.get("params") or "{}",
-        h.get("result", ""),
-        _int(h.get("attempts")),
-        _int(h.get("max_retries")),
-        h.get("unique_key", ""),
-        h.get("group", ""),
-        ms(h.get("enqueued_at")),
-        ms(h.get("run_at") or h.get("enqueued_at")),  # unset means "when enqueued"
-        ms(h.get("started_at")),
-        ms(h.get("finished_at")),
-        ms(h.get("heartbeat_at")),
-        float(progress) if progress else None,
-        h.get("checkpoint", ""),
-        h.get("worker", ""),
-        error_class[:200],
-        last_error,
-        h.get("cancel_requested") == "1",
-        h.get("reason", ""),
+        job.id,
+        job.task,
+        job.version,
+        job.queue,
+        job.priority,
+        job.state.value,
+        stored.get("params") or "{}",
+        stored.get("result", ""),
+        job.attempts,
+        job.max_retries,
+        job.unique_key,
+        stored.get("group", ""),
+        job.enqueued_at,
+        job.run_at,
+        job.started_at,
+        job.finished_at,
+        job.heartbeat_at,
+        job.progress,
+        stored.get("checkpoint", ""),
+        job.worker,
+        job.error_class[:200],
+        stored.get("last_error", ""),
+        job.cancel_requested,
+        job.reason,
         True,
         synced_at,
     )
 
 
-def job_row(h: dict[str, str], synced_at: datetime) -> Job:
-    return Job(**dict(zip(["id", *JOB_FIELDS], job_values(h, synced_at), strict=True)))
-
-
-def attempt_values(job_id: str, history: list[str]) -> list[tuple[Any, ...]]:
+def attempt_values(job_id: str, history: Sequence[JobAttempt]) -> list[tuple[Any, ...]]:
     """Attempt rows as values in `["job_id", "number", *ATTEMPT_FIELDS]` order."""
-    rows = []
-    for number, raw in enumerate(history, start=1):
-        try:
-            d: dict[str, Any] = json.loads(raw)
-        except ValueError:
-            d = {"outcome": "unreadable", "message": raw}
-        started, ended = ms(d.get("started_at")), ms(d.get("ended_at"))
-        rows.append(
-            (
-                job_id,
-                number,
-                max(0, _int(str(d.get("attempt", 0)))),
-                str(d.get("worker", ""))[:200],
-                str(d.get("host", ""))[:200],
-                _int(str(d.get("pid", 0))),
-                started,
-                ended,
-                (ended - started).total_seconds() if started and ended else None,
-                str(d.get("outcome", ""))[:32],
-                str(d.get("error_class", ""))[:200],
-                str(d.get("message", "")),
-                str(d.get("traceback", "")),
-                str(d.get("top_frame", ""))[:500],
-            )
+    return [
+        (
+            job_id,
+            number,
+            a.attempt,
+            a.worker[:200],
+            a.host[:200],
+            a.pid,
+            a.started_at,
+            a.ended_at,
+            a.duration,
+            a.outcome[:32],
+            a.error_class[:200],
+            a.message,
+            a.traceback,
+            a.top_frame[:500],
         )
-    return rows
-
-
-def attempt_rows(job_id: str, history: list[str]) -> list[Attempt]:
-    names = ["job_id", "number", *ATTEMPT_FIELDS]
-    return [Attempt(**dict(zip(names, values, strict=True))) for values in attempt_values(job_id, history)]
+        for number, a in enumerate(history, start=1)
+    ]
 
 
 def fingerprint(error_class: str, top_frame: str) -> str:

@@ -38,17 +38,18 @@ local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
   redis.call('LTRIM', wake_key, 0, 999)
 end
 
--- Release a unique key only if this job holds it.
-local function release_unique(unique_key, job_key, job_id)
-  local ukey = redis.call('HGET', job_key, 'unique_key')
+-- Release a unique key only if this job holds it (`ukey`: the job's unique_key, when already read).
+local function release_unique(unique_key, job_key, job_id, ukey)
+  ukey = ukey or redis.call('HGET', job_key, 'unique_key')
   if ukey and ukey ~= '' and redis.call('HGET', unique_key, ukey) == job_id then
     redis.call('HDEL', unique_key, ukey)
   end
 end
 
--- The attempt history entry of the running attempt, closed now with an outcome.
-local function close_attempt(job_key, now, outcome, err)
-  local f = redis.call('HMGET', job_key, 'attempts', 'worker', 'host', 'pid', 'started_at', 'token')
+-- The attempt history entry of the running attempt, closed now with an outcome. `f`: the job's
+-- attempts, worker, host, pid and started_at, when the caller has already read them.
+local function close_attempt(job_key, now, outcome, err, f)
+  f = f or redis.call('HMGET', job_key, 'attempts', 'worker', 'host', 'pid', 'started_at')
   local entry = {
     attempt = tonumber(f[1]) or 0, worker = f[2] or '', host = f[3] or '', pid = tonumber(f[4]) or 0,
     started_at = tonumber(f[5]) or 0, ended_at = now, outcome = outcome,

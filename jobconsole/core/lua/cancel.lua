@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Cancel a job: waiting jobs end at once; a running job gets a cancellation request its worker sees.
--- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] cancelled  KEYS[4] unique  KEYS[5] events
+-- KEYS: ready scheduled cancelled unique events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id
 -- Returns 'cancelled', 'requested' (running), 'missing', or 'is:<state>' when its state cannot be cancelled.
 local prefix, maxlen, ttl, job_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
--- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] active  KEYS[4] paused  KEYS[5] events  KEYS[6] wake
--- KEYS[7] seq  KEYS[8] stats  KEYS[9] intake  KEYS[10] idle  KEYS[11] this worker's inbox (both optional)
+-- KEYS: ready scheduled active paused events wake seq stats intake idle inbox
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
 -- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
 -- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake).

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Acknowledge finished jobs (success), each only if its lease token is still current.
--- KEYS[1] active  KEYS[2] completed  KEYS[3] unique  KEYS[4] events  KEYS[5] stats  KEYS[6..11] the drain block
+-- KEYS: active completed unique events stats drain
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms (0 = keep)  ARGV[4] number of jobs
 -- then per job: id, token, result (JSON), runtime_ms
 -- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
@@ -20,16 +20,11 @@ for j = 0, n - 1 do
   elseif f[2] ~= 'running' then
     out[#out + 1] = (f[2] == 'completed') and 2 or 0
   else
-    local entry = cjson.encode({
-      attempt = tonumber(f[4]) or 0, worker = f[5] or '', host = f[6] or '', pid = tonumber(f[7]) or 0,
-      started_at = tonumber(f[8]) or 0, ended_at = now, outcome = 'completed',
-    })
-    redis.call('RPUSH', job_key .. ':attempts', entry)
+    local entry = close_attempt(job_key, now, 'completed', nil, {f[4], f[5], f[6], f[7], f[8]})
     redis.call('HSET', job_key, 'state', 'completed', 'finished_at', now, 'result', result)
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('ZADD', KEYS[2], now, job_id)
-    local ukey = f[9]
-    if ukey and ukey ~= '' and redis.call('HGET', KEYS[3], ukey) == job_id then redis.call('HDEL', KEYS[3], ukey) end
+    release_unique(KEYS[3], job_key, job_id, f[9] or '')
     finish(job_key, ttl)
     emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
     local task = f[3] or ''

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Delete a job that is not running (cancel it first), with its history.
--- KEYS[1..7] ready, scheduled, completed, failed, dead, dropped, cancelled  KEYS[8] unique  KEYS[9] events
+-- KEYS: ready scheduled completed failed dead dropped cancelled unique events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id
 -- Returns 'deleted', 'missing' or 'is:running'.
 local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]

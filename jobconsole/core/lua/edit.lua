@@ -4,8 +4,7 @@
 --   a run-at in the future makes it scheduled, a past one makes it ready now;
 -- * a finished job (dead, failed, dropped, cancelled) with resubmit = 1: new parameters and/or priority,
 --   then requeued in the same step (history kept; attempts reset if asked).
--- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] dropped  KEYS[6] cancelled
--- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq
+-- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state
 -- ARGV[5] expected attempts ('' = any)  ARGV[6] priority ('' = unchanged)  ARGV[7] run_at ms ('' = unchanged)
 -- ARGV[8] params JSON ('' = unchanged)  ARGV[9] resubmit (1/0)  ARGV[10] reset attempts (1/0)

@@ -1,7 +1,6 @@
 #!lua
 -- Enqueue one or more jobs into one queue.
--- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] unique  KEYS[4] events  KEYS[5] wake  KEYS[6] seq  KEYS[7] stats
--- KEYS[8] idle  KEYS[9] paused  KEYS[10] active  KEYS[11] intake
+-- KEYS: ready scheduled unique events wake seq stats idle paused active intake
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] inbox key prefix  ARGV[4] number of jobs
 -- ARGV[5] '1' when the one job may take the intake (the client made its id; no unique key, not delayed)
 -- then per job: id, task, priority, delay_ms ('' = none), run_at_ms ('' = none), unique_key ('' = none),

@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 -- Record a failed (or interrupted) attempt; retry it later, dead-letter it, or end it.
--- KEYS[1] active  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] cancelled  KEYS[6] unique
--- KEYS[7] events  KEYS[8] stats  KEYS[9..14] the drain block
+-- KEYS: active scheduled dead failed cancelled unique events stats drain
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id  ARGV[5] token
 -- ARGV[6] outcome ('failed', 'timeout', 'cancelled', 'shutdown')  ARGV[7] retry wanted (1/0)
 -- ARGV[8] retry delay ms  ARGV[9] error as JSON object {error_class, message, traceback, top_frame}

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Extend the leases of running jobs; only the owner (current token) may extend.
--- KEYS[1] active  KEYS[2] events  KEYS[3..8] the drain block
+-- KEYS: active events drain
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] number of jobs
 -- then per job: id, token, progress ('' = unchanged), checkpoint JSON ('' = unchanged)
 -- Returns per job -1 = stale token (lease lost), 0 = extended, 1 = extended and cancellation requested.

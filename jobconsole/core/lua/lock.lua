@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- Owner-checked lock: 'acquire' (also renews our own), 'release'.
--- KEYS[1] lock  ARGV[1] op  ARGV[2] owner token  ARGV[3] ttl ms
+-- KEYS: lock
+-- ARGV[1] op  ARGV[2] owner token  ARGV[3] ttl ms
 -- Returns 1 if we hold (or released) the lock, 0 otherwise.
 local holder = redis.call('GET', KEYS[1])
 if ARGV[1] == 'release' then

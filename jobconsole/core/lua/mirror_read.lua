@@ -3,7 +3,7 @@
 -- comes back behind it lost writes), describe each event stream (for the gap check), and read the next events
 -- of the mirror's consumer group. A script rather than MULTI: Redis refuses every command queued in a MULTI
 -- while it is full, and the mirror has to keep up while the workers drain a full Redis.
--- KEYS[1] epoch  KEYS[2..] the queues' event streams
+-- KEYS: epoch events...
 -- ARGV[1] group  ARGV[2] consumer  ARGV[3] count  ARGV[4] '0' (entries read before, not acked) or '>' (new)
 -- Returns {epoch, {each stream's XINFO STREAM reply, or 0 if the stream is missing}, the XREADGROUP reply (nil
 -- when there is nothing to read, 0 when a stream or the group is missing)}.

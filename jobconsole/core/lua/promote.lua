@@ -2,8 +2,7 @@
 -- The maintenance loop's pass over a queue: turn intake entries into jobs (a queue nobody claims from,
 -- e.g. a paused one, still shows them to readers and the mirror), then move due scheduled jobs to the
 -- ready set (claim does both too).
--- KEYS[1] scheduled  KEYS[2] ready  KEYS[3] seq  KEYS[4] wake  KEYS[5] events  KEYS[6] intake  KEYS[7] stats
--- KEYS[8] active
+-- KEYS: scheduled ready seq wake events intake stats active
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] limit
 -- Returns the number promoted.
 drain_intake(KEYS[6], ARGV[1], KEYS[2], KEYS[3], KEYS[5], KEYS[7], KEYS[8], ARGV[2])

@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
--- KEYS[1] active  KEYS[2] ready  KEYS[3] dead  KEYS[4] failed  KEYS[5] unique  KEYS[6] events  KEYS[7] wake
--- KEYS[8] seq  KEYS[9] stats
+-- KEYS: active ready dead failed unique events wake seq stats
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
 -- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
 -- (0 = none)

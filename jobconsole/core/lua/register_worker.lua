@@ -2,7 +2,7 @@
 -- Write a worker's entry in the registry: its hash (expiring unless renewed) and its heartbeat in the index.
 -- Allowed while Redis is full: one bounded hash per worker, and operators need the list of workers most
 -- when Redis is in trouble.
--- KEYS[1] worker hash  KEYS[2] workers index
+-- KEYS: worker workers
 -- ARGV[1] worker id  ARGV[2] ttl s  ARGV[3] heartbeat ms, then field / value pairs
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('EXPIRE', KEYS[1], ARGV[2])

@@ -1,17 +1,27 @@
 #!lua flags=allow-oom
--- Give a running job back without using up an attempt (worker shutting down, on_shutdown=requeue).
--- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq  KEYS[6..11] the drain block
+-- Give a running job back without using up an attempt: 'requeue' puts it on the ready set (worker shutting
+-- down, on_shutdown=requeue); 'drop' sets it aside as dropped (its task is not registered on the worker).
+-- KEYS: active ready dropped unique events wake seq drain
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] token  ARGV[5] reason
--- Returns 1 = requeued, 0 = stale token.
-local prefix, maxlen, job_id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
+-- ARGV[6] 'requeue' or 'drop'
+-- Returns 1 = done, 0 = stale token.
+local prefix, maxlen, job_id, token, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+drain_intake_at(8, prefix, maxlen)  -- a handed job's hash
 local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'token', 'state')
 if f[1] ~= token or f[2] ~= 'running' then return 0 end
 local now = now_ms()
-local entry = close_attempt(job_key, now, 'requeued', {message = ARGV[5]})
+local drop = ARGV[6] == 'drop'
+local entry = close_attempt(job_key, now, drop and 'dropped' or 'requeued', {message = reason})
 redis.call('HINCRBY', job_key, 'attempts', -1)
 redis.call('ZREM', KEYS[1], job_id)
-make_ready(job_key, job_id, KEYS[2], KEYS[5], KEYS[4], now)
-emit(KEYS[3], maxlen, job_id, 'requeued', 'queued', {'entry', entry})
+if drop then
+  redis.call('ZADD', KEYS[3], now, job_id)
+  redis.call('HSET', job_key, 'state', 'dropped', 'finished_at', now, 'reason', reason)
+  release_unique(KEYS[4], job_key, job_id)
+  emit(KEYS[5], maxlen, job_id, 'dropped', 'dropped', {'entry', entry})
+else
+  make_ready(job_key, job_id, KEYS[2], KEYS[7], KEYS[6], now)
+  emit(KEYS[5], maxlen, job_id, 'requeued', 'queued', {'entry', entry})
+end
 return 1

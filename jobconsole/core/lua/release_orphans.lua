@@ -3,8 +3,7 @@
 -- (connection cut after Redis ran it), or jobs an enqueue handed to its inbox that it never popped
 -- (it was stopping). They never started, so no attempt is used up. Also drops the worker's idle
 -- registration, so no enqueue hands it another job until its next claim.
--- KEYS[1] active  KEYS[2] ready  KEYS[3] events  KEYS[4] wake  KEYS[5] seq  KEYS[6] idle  KEYS[7] its inbox
--- KEYS[8..13] the drain block
+-- KEYS: active ready events wake seq idle inbox drain
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] worker id  ARGV[4] its idle registration
 -- then the ids the worker does hold
 -- Returns the ids given back.

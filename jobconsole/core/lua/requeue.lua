@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 -- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept.
--- KEYS[1] ready  KEYS[2] scheduled  KEYS[3] dead  KEYS[4] failed  KEYS[5] dropped  KEYS[6] cancelled
--- KEYS[7] unique  KEYS[8] events  KEYS[9] wake  KEYS[10] seq
+-- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] reset attempts (1/0)
 -- Returns 'queued', 'missing', 'duplicate' (its unique key is held by another live job),
 -- or 'is:<state>' when its state cannot be requeued (running, completed, queued).

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Pause or resume a queue (workers claim nothing from a paused queue).
--- KEYS[1] paused  KEYS[2] events  KEYS[3] wake  KEYS[4] idle
+-- KEYS: paused events wake idle
 -- A pause drops the idle registrations (a paused queue's claims register none), so an enqueue that finds
 -- a registered idle worker knows the queue is not paused without looking.
 -- ARGV[1] events maxlen  ARGV[2] 1 = pause, 0 = resume

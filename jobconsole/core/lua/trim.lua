@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Retention: forget finished jobs older than a cutoff from one terminal set.
--- KEYS[1] terminal set (completed, failed, cancelled, dropped or dead)  KEYS[2] events
+-- KEYS: finished events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] age ms  ARGV[4] limit
 -- Returns the number of jobs removed.
 local prefix, maxlen = ARGV[1], ARGV[2]

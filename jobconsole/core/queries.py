@@ -1,0 +1,368 @@
+"""The engine's read API: what the console, the HTTP API, the admin, the mirror and the cleaner read from Redis.
+
+Readers ask in nouns (queues and their counts, jobs of a state a page at a time, the worker registry,
+per-minute statistics, events) and never name a key. A job a fast enqueue accepted may still be an intake
+entry, so every read of a queue's jobs drains its intake first (`Store.drain`).
+"""
+
+import base64
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from jobconsole.core import keys
+from jobconsole.core.errors import InvalidJob, JobNotFound
+from jobconsole.core.job import Attempt, Job, ms_to_datetime
+from jobconsole.core.keys import QueueKeys, queue_keys
+from jobconsole.core.states import JobState
+from jobconsole.core.store import Store
+
+PAGE_MAX = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    queue: str
+    paused: bool
+    queued: int
+    scheduled: int  # delayed jobs and retries waiting for their backoff
+    running: int
+    completed: int
+    failed: int
+    dead: int
+    dropped: int
+    cancelled: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    jobs: list[Job]
+    next_cursor: str | None  # pass back for the next page; None on the last one
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    active_threads: int
+    state: str  # 'running' or 'stopping'; 'gone' when its registry hash expired (it died)
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    processed: int
+    failed: int
+    current: list[dict[str, Any]] = field(default_factory=list)  # the jobs it runs: id, queue, task, attempt
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteStat:
+    minute: datetime
+    metric: str  # enqueued, started, completed, failed, retried, dead, lost, wait_ms, runtime_ms
+    task: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One state change as the queue's events stream recorded it."""
+
+    queue: str
+    id: str  # stream entry id; its milliseconds are the Redis time of the change
+    fields: dict[str, str]
+
+    @property
+    def job(self) -> str:
+        return self.fields.get("job", "")
+
+    @property
+    def name(self) -> str:
+        return self.fields.get("event", "")
+
+    @property
+    def at(self) -> datetime:
+        return stream_time(self.id)
+
+
+def stream_time(entry_id: str) -> datetime:
+    """The Redis time an event was written (the milliseconds part of its stream id)."""
+    return datetime.fromtimestamp(int(entry_id.split("-", 1)[0]) / 1000, tz=UTC)
+
+
+def _state_key(k: QueueKeys, state: JobState) -> str:
+    if state is JobState.QUEUED:
+        return k.ready
+    if state in (JobState.SCHEDULED, JobState.RETRYING):
+        return k.scheduled
+    if state is JobState.RUNNING:
+        return k.active
+    return k.terminal_sets[state.value]
+
+
+def _encode_cursor(score: float, member: str) -> str:
+    return base64.urlsafe_b64encode(f"{score!r}|{member}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        score, _, member = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return float(score), member
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidJob(f"invalid cursor {cursor!r}") from None
+
+
+class Queries:
+    """Reads for operators and programs. Thread-safe (redis-py's pool)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.redis = store.redis
+
+    # --- queues -----------------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Every queue a job or a worker has used, by name."""
+        return sorted(cast(set[str], self.redis.smembers(keys.QUEUES)))
+
+    def counts(self, queue: str) -> QueueCounts:
+        self.store.drain(queue)
+        k = queue_keys(queue)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(k.paused)
+        for key in (k.ready, k.scheduled, k.active, k.completed, k.failed, k.dead, k.dropped, k.cancelled):
+            pipe.zcard(key)
+        paused, *n = pipe.execute()
+        return QueueCounts(queue, bool(paused), *n)
+
+    def is_paused(self, queue: str) -> bool:
+        return bool(self.redis.exists(queue_keys(queue).paused))
+
+    # --- jobs -------------------------------------------------------------------------------------
+
+    def locate(self, job_id: str) -> str:
+        """The queue holding a job (ids are unique across queues in practice; the first match wins)."""
+        queues = self.queues()
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            for q in queues:
+                pipe.exists(queue_keys(q).job(job_id))
+            for q, exists in zip(queues, pipe.execute(), strict=True):
+                if exists:
+                    return q
+            if attempt == 0:
+                # Look again even when these drains found nothing: another client or a worker may have drained
+                # the job's intake entry between the look above and now.
+                for q in queues:
+                    self.store.drain(q)
+        raise JobNotFound(f"no job {job_id}")
+
+    def job(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
+        queue = queue or self.locate(job_id)
+        for attempt in range(2):
+            [found] = self.jobs_by_id([(queue, job_id)], history=history)
+            if found is not None:
+                return found
+            if attempt == 0:
+                self.store.drain(queue)  # look again even if this drain found nothing (see locate)
+        raise JobNotFound(f"no job {job_id}")
+
+    def jobs_by_id(self, jobs: Sequence[tuple[str, str]], *, history: bool | set[str] = False) -> list[Job | None]:
+        """(queue, id) pairs read in one round trip; None where the job is gone. `history`: read the attempts
+        of every job, or of the ids in the set."""
+        pipe = self.redis.pipeline(transaction=False)
+        wanted: list[bool] = []
+        for queue, job_id in jobs:
+            k = queue_keys(queue)
+            pipe.hgetall(k.job(job_id))
+            with_history = history if isinstance(history, bool) else job_id in history
+            if with_history:
+                pipe.lrange(k.attempts(job_id), 0, -1)
+            wanted.append(with_history)
+        replies = iter(pipe.execute())
+        out: list[Job | None] = []
+        for with_history in wanted:
+            h = next(replies)
+            attempts = next(replies) if with_history else None
+            out.append(Job.from_hash(h, attempts) if h else None)
+        return out
+
+    def histories(self, jobs: Sequence[tuple[str, str]]) -> list[list[Attempt]]:
+        """The attempts of (queue, id) pairs (for jobs read without them), in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, job_id in jobs:
+            pipe.lrange(queue_keys(queue).attempts(job_id), 0, -1)
+        return [[Attempt.from_json(a) for a in entries] for entries in pipe.execute()]
+
+    def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
+        """Ids in one state's set, oldest first (running: by lease deadline; queued: in claim order). Scheduled
+        and retrying jobs share a set: either lists both."""
+        self.store.drain(queue)
+        return cast(list[str], self.redis.zrange(_state_key(queue_keys(queue), state), 0, limit - 1))
+
+    def ids(self, queue: str, states: Sequence[JobState] | None = None) -> list[str]:
+        """Every id in the given states' sets (default: every set), each once."""
+        self.store.drain(queue)
+        k = queue_keys(queue)
+        chosen = states or list(JobState)
+        pipe = self.redis.pipeline(transaction=False)
+        for key in dict.fromkeys(_state_key(k, s) for s in chosen):
+            pipe.zrange(key, 0, -1)
+        return list(dict.fromkeys(i for members in pipe.execute() for i in members))
+
+    def iter_jobs(self, queue: str, states: Sequence[JobState] | None = None, *, chunk: int = 1000) -> Iterator[Job]:
+        """Every job of the queue whose hash says it is in one of `states` (default: any), without history,
+        read `chunk` at a time. Every set is looked at, so a job whose hash and set disagree is found too."""
+        ids = self.ids(queue)
+        for start in range(0, len(ids), chunk):
+            for job in self.jobs_by_id([(queue, i) for i in ids[start : start + chunk]]):
+                if job is not None and (states is None or job.state in states):
+                    yield job
+
+    def jobs(
+        self,
+        queue: str,
+        state: JobState,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        newest_first: bool | None = None,
+    ) -> JobPage:
+        """A page of the jobs in one state. Waiting and running jobs come oldest first (in the order workers
+        take them), finished ones newest first, unless `newest_first` says otherwise. The cursor stays valid
+        while jobs come and go: a page starts after the last job of the one before."""
+        if not 1 <= limit <= PAGE_MAX:
+            raise InvalidJob(f"limit must be from 1 to {PAGE_MAX}; got {limit}")
+        self.store.drain(queue)
+        k = queue_keys(queue)
+        key = _state_key(k, state)
+        desc = state.is_terminal if newest_first is None else newest_first
+        after = _decode_cursor(cursor) if cursor else None
+        found: list[Job] = []
+        last: tuple[float, str] | None = None
+        offset = 0
+        while True:
+            fetch = limit + 1 - len(found)
+            batch = self._range_after(key, after, desc, offset, fetch)
+            if not batch:
+                return JobPage(found, None)
+            fresh = [
+                (m, s) for m, s in batch
+                if after is None or s != after[0] or (m < after[1] if desc else m > after[1])
+            ]  # fmt: skip
+            offset = offset + len(batch) if not fresh else 0  # only ties of the cursor's score: look further
+            for (member, score), job in zip(fresh, self.jobs_by_id([(queue, m) for m, _ in fresh]), strict=True):
+                if job is None or job.state is not state:
+                    continue  # gone, or the other state of a shared set
+                if len(found) == limit:
+                    assert last is not None
+                    return JobPage(found, _encode_cursor(*last))
+                found.append(job)
+                last = (score, member)
+            if fresh:
+                after = (fresh[-1][1], fresh[-1][0])
+            if len(batch) < fetch:
+                return JobPage(found, None)
+
+    def _range_after(
+        self, key: str, after: tuple[float, str] | None, desc: bool, offset: int, count: int
+    ) -> list[tuple[str, float]]:
+        if after is None:
+            low: str = "-inf"
+            high: str = "+inf"
+        elif desc:
+            low, high = "-inf", repr(after[0])
+        else:
+            low, high = repr(after[0]), "+inf"
+        start, end = (high, low) if desc else (low, high)
+        return cast(
+            list[tuple[str, float]],
+            self.redis.zrange(key, start, end, desc=desc, byscore=True, offset=offset, num=count, withscores=True),
+        )
+
+    # --- workers, statistics, events --------------------------------------------------------------
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, most recent heartbeat first; one whose hash expired is listed as 'gone'."""
+        entries = cast(list[tuple[str, float]], self.redis.zrange(keys.WORKERS, 0, -1, desc=True, withscores=True))
+        pipe = self.redis.pipeline(transaction=False)
+        for worker_id, _ in entries:
+            pipe.hgetall(keys.worker_key(worker_id))
+        out: list[WorkerInfo] = []
+        for (worker_id, beat), h in zip(entries, pipe.execute(), strict=True):
+            current = _json_list(h.get("current"))
+            out.append(
+                WorkerInfo(
+                    id=worker_id, host=h.get("host", ""), pid=_int(h.get("pid")),
+                    queues=[q for q in h.get("queues", "").split(",") if q], concurrency=_int(h.get("concurrency")),
+                    active_threads=_int(h.get("active_threads")), state=h.get("state", "gone") if h else "gone",
+                    started_at=ms_to_datetime(h.get("started_at")),
+                    heartbeat_at=ms_to_datetime(h.get("heartbeat_at") or int(beat)),
+                    processed=_int(h.get("processed")), failed=_int(h.get("failed")), current=current,
+                )
+            )  # fmt: skip
+        return out
+
+    def worker_count(self) -> int:
+        return int(self.redis.zcard(keys.WORKERS))
+
+    def stats(self, queue: str, since: datetime | None = None) -> list[MinuteStat]:
+        """The queue's per-minute counters (kept for a day), oldest first; `since` bounds them."""
+        first = int(since.timestamp()) // 60 if since else 0
+        out: list[MinuteStat] = []
+        for name, value in cast(dict[str, str], self.redis.hgetall(queue_keys(queue).stats)).items():
+            minute, metric, task = [*name.split("|", 2), "", ""][:3]
+            if not minute.isdigit() or int(minute) < first:
+                continue
+            out.append(MinuteStat(datetime.fromtimestamp(int(minute) * 60, tz=UTC), metric, task, int(value)))
+        out.sort(key=lambda s: (s.minute, s.metric, s.task))
+        return out
+
+    def events(
+        self, queue: str, *, after: str | None = None, limit: int = 100, newest_first: bool = False
+    ) -> list[Event]:
+        """Events of the queue's stream: oldest first after the entry id `after`, or the newest ones."""
+        stream = queue_keys(queue).events
+        if newest_first:
+            high = f"({after}" if after else "+"
+            entries = self.redis.xrevrange(stream, high, "-", count=limit)
+        else:
+            entries = self.redis.xrange(stream, f"({after}" if after else "-", "+", count=limit)
+        return [Event(queue, entry_id, fields) for entry_id, fields in cast(list[tuple[str, dict[str, str]]], entries)]
+
+    def task_options(self) -> dict[str, dict[str, Any]]:
+        """Every task a worker announced, with its registered options."""
+        raw = cast(dict[str, str], self.redis.hgetall(keys.TASKS))
+        return {name: _json_dict(options) for name, options in sorted(raw.items())}
+
+    def ping(self) -> float:
+        """Seconds one round trip to Redis takes; raises redis.RedisError when it does not answer."""
+        started = time.monotonic()
+        self.redis.ping()
+        return time.monotonic() - started
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _json_list(text: str | None) -> list[dict[str, Any]]:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _json_dict(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

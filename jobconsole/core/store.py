@@ -1,0 +1,433 @@
+"""The engine's write path to Redis: one typed method per Lua script, and the few plain commands around them.
+
+Nothing else runs a script or names a key of the write path. Each script's header declares its KEYS by name
+(``-- KEYS: active events drain``); `script_keys` fills those names in from `keys.py`, so the order of a
+script's keys is written once, in the script. Methods that callers batch into one round trip (a worker
+reports outcomes and claims together) also come as a `*_call` returning a `Call`, run with `run_many`.
+Readers (the console, the API, the mirror, the cleaner) use `queries.py`.
+"""
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
+from typing import Any, NamedTuple, cast
+
+import redis
+
+from jobconsole.core import keys, scripts
+from jobconsole.core.keys import QueueKeys, queue_keys
+from jobconsole.core.scripts import Arg
+from jobconsole.core.states import JobState
+
+DEFAULT_EVENTS_MAXLEN = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Call[T]:
+    """One script call, and how its reply becomes a typed result."""
+
+    script: str
+    keys: Sequence[str]
+    args: Sequence[Arg]
+    decode: Callable[[Any], T]
+
+
+class Lease(NamedTuple):
+    """A job leased to a worker: what `claim` returns per job and what an enqueue pushes to an idle worker's
+    inbox (lease() in lua/_lib.lua, in this order)."""
+
+    id: str
+    token: str
+    task: str
+    attempt: int
+    max_retries: int
+    params: str  # as stored: decoded by the worker, which fails the job if it cannot be
+    lease_ms: int
+    timeout_ms: int  # 0 = none
+    checkpoint: str  # '' = none
+    leased_at: int  # Redis ms when the lease began
+
+
+def decode_lease(v: Sequence[str]) -> Lease:
+    return Lease(
+        v[0], v[1], v[2], int(v[3]), int(v[4]), v[5], int(v[6]), int(v[7]) if v[7] else 0, v[8], int(v[9])
+    )  # fmt: skip
+
+
+class Claimed(NamedTuple):
+    now_ms: int  # Redis's clock when the claim ran
+    next_due_ms: int  # run-at of the earliest scheduled job, -1 when none
+    leases: list[Lease]
+
+
+class Ack(IntEnum):
+    """`complete`'s answer per job."""
+
+    STALE = 0  # the lease was lost: another worker owns the job now
+    COMPLETED = 1
+    REPEATED = 2  # already completed under this token (a retried ack)
+
+
+class Beat(IntEnum):
+    """`heartbeat`'s answer per job."""
+
+    LOST = -1  # stale token: the lease is gone
+    RENEWED = 0
+    CANCEL_REQUESTED = 1  # renewed, and an operator asked the job to stop
+
+
+class Failed(NamedTuple):
+    recorded: bool  # False: stale token
+    state: str  # the job's state now
+
+
+class Recovered(NamedTuple):
+    requeued: list[str]
+    dead: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy)
+
+
+class Enqueued(NamedTuple):
+    id: str
+    status: str  # 'created', 'exists' (same id seen before) or 'duplicate' (unique key held by this id)
+    state: JobState
+
+
+class Edited(NamedTuple):
+    status: str  # 'edited', 'resubmitted', 'missing', 'conflict', 'duplicate' or 'invalid'
+    state: str
+
+
+class Handed(NamedTuple):
+    """What a worker's blocking wait brought: a job leased to it, or (lease None) a wake-up to claim."""
+
+    queue: str
+    lease: Lease | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """How a worker is named to the scripts: its id, host and pid, and its idle registration."""
+
+    id: str
+    host: str
+    pid: int
+
+    @property
+    def idle_member(self) -> str:
+        return json.dumps([self.id, self.host, self.pid])
+
+
+_GLOBAL = {"queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH}
+
+
+def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for name in scripts.load(script).keys:
+        if name == "drain" and k is not None:
+            out += k.drain_keys
+        elif name in named:
+            out.append(named[name])
+        elif name in _GLOBAL:
+            out.append(_GLOBAL[name])
+        elif k is not None and hasattr(k, name):
+            out.append(getattr(k, name))
+        else:
+            raise KeyError(f"lua/{script}.lua declares key {name!r}, which the caller did not give")
+    return out
+
+
+@cache
+def script_keys(script: str, queue: str, worker: str = "") -> tuple[str, ...]:
+    """A queue script's KEYS, in the order its header declares them (`inbox` is the worker's)."""
+    k = queue_keys(queue)
+    return tuple(_fill(script, k, {"inbox": k.inbox(worker)} if worker else {}))
+
+
+def _int(reply: Any) -> int:
+    return int(reply)
+
+
+def _bool(reply: Any) -> bool:
+    return bool(reply)
+
+
+def _str(reply: Any) -> str:
+    return str(reply)
+
+
+def _strings(reply: Any) -> list[str]:
+    return [str(r) for r in reply]
+
+
+def _ints(reply: Any) -> list[int]:
+    return [int(r) for r in reply]
+
+
+def _claimed(reply: Any) -> Claimed:
+    return Claimed(int(reply[0]), int(reply[1]), [decode_lease(v) for v in reply[2:]])
+
+
+def _failed(reply: Any) -> Failed:
+    return Failed(bool(reply[0]), str(reply[1]))
+
+
+def _enqueued(reply: Any) -> list[Enqueued]:
+    return [Enqueued(job_id, status, JobState(state)) for job_id, status, state in reply]
+
+
+class Store:
+    """Runs the engine's scripts against one Redis. Thread-safe (redis-py's pool)."""
+
+    def __init__(self, connection: "redis.Redis", *, events_maxlen: int = DEFAULT_EVENTS_MAXLEN) -> None:
+        self.redis = connection
+        self.events_maxlen = events_maxlen
+
+    # --- running calls ----------------------------------------------------------------------------
+
+    def run[T](self, call: Call[T], *, spin_s: float = 0.0) -> T:
+        """One call, one round trip; raises what the script raises. `spin_s`: see wire.py."""
+        return call.decode(scripts.run(self.redis, call.script, call.keys, call.args, spin_s=spin_s))
+
+    def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Many calls in one round trip: each result decoded, or the exception its script raised."""
+        replies = scripts.run_many(self.redis, [(c.script, c.keys, c.args) for c in calls])
+        return [r if isinstance(r, Exception) else c.decode(r) for c, r in zip(calls, replies, strict=True)]
+
+    def load_scripts(self) -> None:
+        scripts.load_all(self.redis)
+
+    def _head(self, queue: str) -> list[Arg]:
+        return [queue_keys(queue).job_prefix, self.events_maxlen]
+
+    # --- producers --------------------------------------------------------------------------------
+
+    def enqueue_call(self, queue: str, count: int, may_take_intake: bool, job_args: list[Arg]) -> Call[list[Enqueued]]:
+        """`count` jobs into one queue; `job_args` holds each job's arguments (see enqueue.lua)."""
+        k = queue_keys(queue)
+        return Call(
+            "enqueue", script_keys("enqueue", queue),
+            [k.job_prefix, self.events_maxlen, k.inbox_prefix, count, int(may_take_intake), *job_args], _enqueued,
+        )  # fmt: skip
+
+    def register_queues(self, queues: Iterable[str]) -> None:
+        # A plain SADD: Redis refuses it while full, as it refuses the enqueue that follows.
+        self.redis.sadd(keys.QUEUES, *queues)
+
+    def ensure_queue(self, queue: str) -> None:
+        """Make a queue known (paused before its first job) without writing when it already is, so that it
+        works while Redis is full."""
+        if not self.redis.sismember(keys.QUEUES, queue):
+            self.redis.sadd(keys.QUEUES, queue)
+
+    # --- operators --------------------------------------------------------------------------------
+
+    def drain_call(self, queue: str) -> Call[int]:
+        return Call("drain", script_keys("drain", queue), self._head(queue), _int)
+
+    def drain(self, queue: str) -> int:
+        """Turn the queue's intake entries into jobs now (drain_intake in lua/_lib.lua); returns how many."""
+        return self.run(self.drain_call(queue))
+
+    def cancel(self, queue: str, job_id: str, *, ttl_ms: int) -> str:
+        """'cancelled', 'requested' (running), 'missing' or 'is:<state>'."""
+        return self.run(Call("cancel", script_keys("cancel", queue), [*self._head(queue), ttl_ms, job_id], _str))
+
+    def requeue(self, queue: str, job_id: str, *, reset_attempts: bool) -> str:
+        """'queued', 'missing', 'duplicate' or 'is:<state>'."""
+        args = [*self._head(queue), job_id, int(reset_attempts)]
+        return self.run(Call("requeue", script_keys("requeue", queue), args, _str))
+
+    def delete_call(self, queue: str, job_id: str) -> Call[str]:
+        """'deleted', 'missing' or 'is:running'."""
+        return Call("delete", script_keys("delete", queue), [*self._head(queue), job_id], _str)
+
+    def delete(self, queue: str, job_id: str) -> str:
+        return self.run(self.delete_call(queue, job_id))
+
+    def edit(
+        self,
+        queue: str,
+        job_id: str,
+        *,
+        expected_state: str,
+        expected_attempts: int | None,
+        priority: int | None,
+        run_at_ms: int | None,
+        params_json: str | None,
+        resubmit: bool,
+        reset_attempts: bool,
+    ) -> Edited:
+        def unset(value: Arg | None) -> Arg:
+            return "" if value is None else value
+
+        args = [
+            *self._head(queue), job_id, expected_state, unset(expected_attempts), unset(priority), unset(run_at_ms),
+            unset(params_json), int(resubmit), int(reset_attempts),
+        ]  # fmt: skip
+        return self.run(Call("edit", script_keys("edit", queue), args, lambda r: Edited(str(r[0]), str(r[1]))))
+
+    def set_paused(self, queue: str, paused: bool) -> bool:
+        """True when the queue's state changed."""
+        args = [self.events_maxlen, int(paused)]
+        return self.run(Call("set_paused", script_keys("set_paused", queue), args, _bool))
+
+    # --- workers ----------------------------------------------------------------------------------
+
+    def claim_call(self, queue: str, worker: WorkerIdentity, count: int, *, idle_ms: int) -> Call[Claimed]:
+        """Up to `count` jobs under fresh leases (jobs handed to the worker's inbox first); when the queue runs
+        dry, register the worker as idle for `idle_ms` (0: do not)."""
+        args = [*self._head(queue), count, worker.id, worker.host, worker.pid, worker.idle_member, idle_ms]
+        return Call("claim", script_keys("claim", queue, worker.id), args, _claimed)
+
+    def complete_call(self, queue: str, acks: Sequence[tuple[str, str, str, int]], *, ttl_ms: int) -> Call[list[int]]:
+        """Acks as (job id, token, result JSON, runtime ms); an `Ack` per job."""
+        args: list[Arg] = [*self._head(queue), ttl_ms, len(acks)]
+        for ack in acks:
+            args.extend(ack)
+        return Call("complete", script_keys("complete", queue), args, _ints)
+
+    def fail_call(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        *,
+        outcome: str,
+        retry: bool,
+        delay_ms: int,
+        error: dict[str, Any],
+        runtime_ms: int,
+        ttl_ms: int,
+    ) -> Call[Failed]:
+        args = [
+            *self._head(queue), ttl_ms, job_id, token, outcome, int(retry), delay_ms, json.dumps(error), runtime_ms,
+        ]  # fmt: skip
+        return Call("fail", script_keys("fail", queue), args, _failed)
+
+    def release_call(self, queue: str, job_id: str, token: str, reason: str, *, drop: bool = False) -> Call[bool]:
+        """Give a running job back without using an attempt: requeued, or set aside as dropped."""
+        args = [*self._head(queue), job_id, token, reason, "drop" if drop else "requeue"]
+        return Call("release", script_keys("release", queue), args, _bool)
+
+    def heartbeat_call(self, queue: str, beats: Sequence[tuple[str, str, str, str]]) -> Call[list[int]]:
+        """Beats as (job id, token, progress or '', checkpoint JSON or ''); a `Beat` per job."""
+        args: list[Arg] = [*self._head(queue), len(beats)]
+        for beat in beats:
+            args.extend(beat)
+        return Call("heartbeat", script_keys("heartbeat", queue), args, _ints)
+
+    def release_orphans(self, queue: str, worker: WorkerIdentity, held: Sequence[str]) -> list[str]:
+        """Drop the worker's idle registration and inbox, and give back the jobs leased to it that it does not
+        hold (`held`); returns their ids."""
+        args = [*self._head(queue), worker.id, worker.idle_member, *held]
+        return self.run(Call("release_orphans", script_keys("release_orphans", queue, worker.id), args, _strings))
+
+    def wait_for_work(self, worker: WorkerIdentity, queues: Sequence[str], timeout: float) -> Handed | None:
+        """Block until a job is handed to the worker's inbox on one of `queues`, or one is enqueued there."""
+        watched = _watched(worker.id, tuple(queues))
+        popped = self.redis.blpop(list(watched), timeout=timeout)
+        if popped is None:
+            return None
+        queue, is_inbox = watched[str(popped[0])]
+        return Handed(queue, decode_lease(json.loads(popped[1])) if is_inbox else None)
+
+    def clear_inboxes(self, worker_id: str, queues: Sequence[str]) -> None:
+        """A worker starting under a name an earlier process used: jobs in those inboxes hold stale leases."""
+        self.redis.delete(*(queue_keys(q).inbox(worker_id) for q in queues))
+
+    def announce(self, queues: Sequence[str], task_options: dict[str, str]) -> None:
+        """A worker starting: its queues become known, its tasks' options listed for the console."""
+        options = [item for pair in task_options.items() for item in pair]
+        self.run(Call("announce", _fill("announce", None, {}), [len(queues), *queues, *options], _int))
+
+    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> None:
+        fields = [item for pair in info.items() for item in pair]
+        named = {"worker": keys.worker_key(worker_id)}
+        self.run(
+            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _int)
+        )
+
+    def unregister_worker(self, worker_id: str) -> None:
+        # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.delete(keys.worker_key(worker_id))
+        pipe.zrem(keys.WORKERS, worker_id)
+        pipe.execute()
+
+    def time_ms(self) -> int:
+        """Redis's clock: every deadline is counted in it, never in a host's."""
+        seconds, micros = self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # --- maintenance ------------------------------------------------------------------------------
+
+    def acquire_lock(self, name: str, token: str, ttl_ms: int) -> bool:
+        """Take or renew the owner-token lock `name` ('maintenance', 'mirror')."""
+        return self.run(Call("lock", [keys.lock_key(name)], ["acquire", token, ttl_ms], _bool))
+
+    def release_lock(self, name: str, token: str) -> bool:
+        return self.run(Call("lock", [keys.lock_key(name)], ["release", token, 0], _bool))
+
+    def recover(self, queue: str, *, limit: int, outage_ms: int, ttl_ms: int) -> Recovered:
+        """Requeue or dead-letter up to `limit` jobs whose lease expired (outage_ms: see recover.lua)."""
+        args = [*self._head(queue), ttl_ms, limit, outage_ms]
+        reply = self.run(Call("recover", script_keys("recover", queue), args, _strings))
+        split = reply.index("|")
+        return Recovered(reply[:split], reply[split + 1 :])
+
+    def promote(self, queue: str, *, limit: int) -> int:
+        """Drain the intake, then move up to `limit` due scheduled jobs to the ready set."""
+        return self.run(Call("promote", script_keys("promote", queue), [*self._head(queue), limit], _int))
+
+    def trim(self, queue: str, state: JobState, *, age_ms: int, limit: int) -> int:
+        """Forget up to `limit` jobs that finished in `state` more than `age_ms` ago."""
+        k = queue_keys(queue)
+        named = {"finished": k.terminal_sets[state.value]}
+        args = [*self._head(queue), age_ms, limit]
+        return self.run(Call("trim", _fill("trim", k, named), args, _int))
+
+    def trim_stats(self, queue: str, before_minute: int) -> int:
+        """Forget per-minute counters of minutes before `before_minute`."""
+        stats = queue_keys(queue).stats
+        stale = [f for f in cast(list[str], self.redis.hkeys(stats)) if int(f.split("|", 1)[0]) < before_minute]
+        for start in range(0, len(stale), 1000):
+            self.redis.hdel(stats, *stale[start : start + 1000])
+        return len(stale)
+
+    def prune_workers(self) -> list[str]:
+        """Forget registry entries whose hash expired (their workers died without saying so)."""
+        ids = cast(list[str], self.redis.zrange(keys.WORKERS, 0, -1))
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for worker_id in ids:
+            pipe.exists(keys.worker_key(worker_id))
+        gone = [w for w, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+        if gone:
+            self.redis.zrem(keys.WORKERS, *gone)
+        return gone
+
+    # --- the database mirror's feed (feed.py) -------------------------------------------------------
+
+    def mirror_read(self, queues: Sequence[str], *, group: str, consumer: str, count: int, pending: bool) -> Any:
+        """The raw reply of mirror_read.lua (feed.py decodes it)."""
+        streams = [queue_keys(q).events for q in queues]
+        args: list[Arg] = [group, consumer, count, "0" if pending else ">"]
+        return self.run(Call("mirror_read", [keys.REDIS_EPOCH, *streams], args, lambda r: r))
+
+    def mirror_group(self, queue: str, *, group: str, start: str, recreate: bool) -> bool:
+        args: list[Arg] = [group, start, int(recreate)]
+        return self.run(Call("mirror_group", script_keys("mirror_group", queue), args, _bool))
+
+    def mirror_epoch(self, to: int | None = None) -> int:
+        return self.run(Call("mirror_epoch", [keys.REDIS_EPOCH], [] if to is None else [to], _int))
+
+
+@cache
+def _watched(worker_id: str, queues: tuple[str, ...]) -> dict[str, tuple[str, bool]]:
+    """The lists a waiting worker blocks on, inboxes first: key -> (queue, is its inbox)."""
+    watched = {queue_keys(q).inbox(worker_id): (q, True) for q in queues}
+    watched |= {queue_keys(q).wake: (q, False) for q in queues}
+    return watched

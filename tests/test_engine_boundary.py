@@ -1,0 +1,65 @@
+"""The engine's Redis boundary: scripts declare their keys by name, and nothing outside the engine names a key
+or runs a script (the Django layer reads through queries.py and writes through the client and store)."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from jobconsole.core import scripts
+from jobconsole.core.keys import QueueKeys, queue_keys
+from jobconsole.core.store import _fill, script_keys
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "jobconsole" / "core"
+PRIVATE = {"jobconsole.core.keys", "jobconsole.core.scripts", "jobconsole.core.wire"}
+GLOBAL_SCRIPTS = {"announce", "lock", "mirror_epoch", "mirror_read", "register_worker"}
+
+
+def _product_modules() -> list[Path]:
+    """Every module of the Django layer: the jobconsole app outside the engine, and the console."""
+    paths = [p for p in (ROOT / "jobconsole").rglob("*.py") if ENGINE not in p.parents]
+    return paths + list((ROOT / "dashboards").rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_nothing_outside_the_engine_imports_its_key_or_script_modules() -> None:
+    found = {str(p.relative_to(ROOT)): sorted(_imports(p) & PRIVATE) for p in _product_modules()}
+    assert {path: names for path, names in found.items() if names} == {}
+    assert len(found) > 20  # the walk did find the Django layer
+
+
+def test_nothing_outside_the_engine_spells_a_key() -> None:
+    spelled = [str(p.relative_to(ROOT)) for p in _product_modules() if "jc:{" in p.read_text()]
+    assert spelled == []
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_every_script_declares_keys_the_store_can_fill(name: str) -> None:
+    declared = scripts.load(name).keys
+    assert declared, f"lua/{name}.lua declares no keys"
+    if name in GLOBAL_SCRIPTS:
+        return  # the store passes these keys itself
+    named = {"finished": queue_keys("emails").dead} if name == "trim" else {}
+    keys = list(script_keys(name, "emails", "host:1:abc")) if not named else _fill(name, queue_keys("emails"), named)
+    assert len({key_slot(k.encode()) for k in keys}) == 1, keys  # one cluster slot per script call
+    highest = max((int(n) for n in re.findall(r"KEYS\[(\d+)\]", scripts.load(name).source)), default=0)
+    assert highest <= len(keys)  # the script reads no key its header does not declare
+
+
+def test_a_drain_block_fills_in_as_drain_intake_at_reads_it() -> None:
+    k: QueueKeys = queue_keys("emails")
+    keys = script_keys("heartbeat", "emails")
+    assert list(keys) == [k.active, k.events, k.intake, k.ready, k.seq, k.events, k.stats, k.active]
