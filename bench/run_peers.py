@@ -26,12 +26,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS_DIR = ROOT / "bench" / "peers"
 VAR = ROOT / "var" / "bench"
 RESULTS_FILE = VAR / "peers.json"
 
@@ -50,9 +49,10 @@ class PeerSpec:
     adapter: str = ""  # adapter module name when it differs from the row's name
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the adapter and its workers
     plan: tuple[tuple[str, int], ...] | None = None  # (mode, workers) subset; None = the whole PLAN
+    root: Path = ROOT  # the checkout whose adapter runs (another commit's, for --baseline)
 
     def script(self, name: str) -> Path:
-        return PEERS_DIR / f"{self.adapter or name}_bench.py"
+        return self.root / "bench" / "peers" / f"{self.adapter or name}_bench.py"
 
 
 VENV_A = VAR / "venv-a" / "bin" / "python"
@@ -476,10 +476,32 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
     p.add_argument(
+        "--baseline", metavar="REF",
+        help="also run Jobconsole as of this commit (rows 'jobconsole@<sha>'), for a before/after in one run",
+    )  # fmt: skip
+    p.add_argument(
         "--appendfsync", choices=["no-aof", "everysec", "always"], default="no-aof",
         help="persistence of the private redis-server (default: none)",
     )  # fmt: skip
     return p.parse_args()
+
+
+def add_baseline(ref: str) -> list[str]:
+    """Peers running another commit's Jobconsole (its files unpacked under var/bench/, this checkout's venv)."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    tree = VAR / f"baseline-{sha}"
+    if not tree.exists():
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        log(f"unpacked {ref} ({sha}) into {tree.relative_to(ROOT)}")
+    names = []
+    for name in ("jobconsole", "jobconsole+mirror"):
+        PEERS[f"{name}@{sha}"] = replace(PEERS[name], root=tree)
+        names.append(f"{name}@{sha}")
+    return names
 
 
 def select_peers(arg: str | None) -> list[str]:
@@ -535,7 +557,9 @@ def main() -> int:
     jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
     samples = args.samples or (QUICK_SAMPLES if args.quick else FULL_SAMPLES)
     latency_rounds = args.latency_rounds or args.repeat
+    baseline = add_baseline(args.baseline) if args.baseline else []
     peers = select_peers(args.peers)
+    peers = list(dict.fromkeys([*peers, *(n for n in baseline if n.split("@")[0] in peers)]))
     ensure_ready(peers, args.no_setup)
     meta: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
