@@ -218,7 +218,8 @@ def parse_result(name: str, mode: str, workers: int, stdout: str, rc: int) -> di
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"peer": name, "mode": mode, "workers": workers, "ok": False, "error": f"no JSON result (exit {rc})"}
-    return dict(json.loads(lines[-1]))
+    # Named as this run knows the peer: another commit's adapter (--baseline) reports the plain name.
+    return {**json.loads(lines[-1]), "peer": name}
 
 
 def rate(result: dict[str, Any]) -> float:
@@ -493,13 +494,15 @@ def add_baseline(ref: str) -> list[str]:
     ).stdout.strip()
     tree = VAR / f"baseline-{sha}"
     if not tree.exists():
-        tree.mkdir(parents=True)
+        # Unpacked beside it and renamed, so that an interrupted unpack is never taken for a whole tree.
+        partial = Path(tempfile.mkdtemp(prefix=f"baseline-{sha}-", dir=VAR))
         archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+        partial.rename(tree)
         log(f"unpacked {ref} ({sha}) into {tree.relative_to(ROOT)}")
     names = []
     for name in ("jobconsole", "jobconsole+mirror"):
-        PEERS[f"{name}@{sha}"] = replace(PEERS[name], root=tree)
+        PEERS[f"{name}@{sha}"] = replace(PEERS[name], root=tree, adapter="jobconsole")
         names.append(f"{name}@{sha}")
     return names
 
@@ -583,6 +586,7 @@ def main() -> int:
     print()
     sections = (
         ratios(results, peers),
+        *(ratios(results, peers, ours=name) for name in baseline if name in peers),
         scaling(results, peers),
         pickup_rounds(results, peers),
         pickup_path(results, peers),

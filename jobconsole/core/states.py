@@ -1,4 +1,4 @@
-"""The job state model, and how each seed system's state names map onto it."""
+"""The job state model. How each seed system's state names map onto it: docs/architecture.md (States)."""
 
 from enum import StrEnum
 
@@ -24,50 +24,3 @@ class JobState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.DEAD, JobState.FAILED, JobState.CANCELLED, JobState.DROPPED})
-
-# Seed state names -> ours. "Stalled" is not stored: it is a running job whose lease has expired,
-# which the recoverer turns back into queued (or dead) with a "worker_lost" attempt in its history.
-JOBBERS_STATES: dict[str, JobState | None] = {
-    "UNSUBMITTED": None,  # never reached Redis
-    "SUBMITTED": JobState.QUEUED,
-    "SCHEDULED": JobState.SCHEDULED,
-    "STARTED": JobState.RUNNING,
-    "COMPLETED": JobState.COMPLETED,
-    "FAILED": JobState.DEAD,
-    "CANCELLED": JobState.CANCELLED,
-    "STALLED": JobState.RUNNING,
-    "DROPPED": JobState.DROPPED,
-}
-GO_SCHEDULER_STATES: dict[str, JobState] = {
-    "PENDING": JobState.QUEUED,
-    "IN_PROGRESS": JobState.RUNNING,
-    "RETRYING": JobState.RETRYING,
-    "COMPLETED": JobState.COMPLETED,
-    "FAILED": JobState.DEAD,
-}
-
-
-def to_jobbers(state: JobState) -> str:
-    """Our state as the Jobbers API names it."""
-    return {
-        JobState.QUEUED: "SUBMITTED",
-        JobState.SCHEDULED: "SCHEDULED",
-        JobState.RETRYING: "SCHEDULED",
-        JobState.RUNNING: "STARTED",
-        JobState.COMPLETED: "COMPLETED",
-        JobState.DEAD: "FAILED",
-        JobState.FAILED: "FAILED",
-        JobState.CANCELLED: "CANCELLED",
-        JobState.DROPPED: "DROPPED",
-    }[state]
-
-
-def to_go_scheduler(state: JobState) -> str:
-    """Our state as the Go scheduler seed names it."""
-    return {
-        JobState.QUEUED: "PENDING",
-        JobState.SCHEDULED: "PENDING",
-        JobState.RETRYING: "RETRYING",
-        JobState.RUNNING: "IN_PROGRESS",
-        JobState.COMPLETED: "COMPLETED",
-    }.get(state, "FAILED")

@@ -1,15 +1,15 @@
 """The engine's hot path to Redis: a batch of commands packed by hiredis in one buffer, sent on a pooled
 connection, and the replies read straight back.
 
-redis-py's client spends more time per command than Redis itself on this machine (argument type checks,
-per-command callbacks, retry and observability wrappers). The worker's report-and-claim round trip and
+redis-py's client spends more time per command than Redis itself (argument type checks, per-command
+callbacks, retry and observability wrappers). The worker's report-and-claim round trip and
 every enqueue go through here instead; everything else uses the ordinary client on the same pool, so
 timeouts, TLS, authentication and health checks stay redis-py's.
 
 A caller that waits for a short reply (a producer's enqueue) may ask to spin for it: on a VM a thread that
 blocks on its socket lets its vCPU halt, and waking it when the reply lands costs more than Redis takes to
-run the command (an enqueue here: 105-120 µs blocking, 70-80 µs spinning). But when the scheduler has put the
-thread on the same core as Redis, spinning only delays Redis (50 µs blocking, 58 µs spinning). So each
+run the command. But when the scheduler has put the thread on the same core as Redis, spinning only delays
+Redis (bench/README.md has the measurements). So each
 thread keeps a moving average of its round trips in both ways and waits the way that has been faster,
 trying the other way on every EXPLORE_EVERY-th call; spinning is bounded and is not chosen while its round
 trips take longer than the bound (a distant Redis). Only calls in a burst (made within BURST_GAP_S of the

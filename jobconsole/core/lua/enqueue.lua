@@ -16,7 +16,7 @@
 -- entry (see drain_intake): the lease is durable in one XADD, and the job hash, events and counters are
 -- written by the next script that touches the queue (at the latest the worker's heartbeat or ack), after
 -- the worker has started it. An idle worker waits for exactly this script, and each Redis call in it
--- costs 10-20 µs more on a vCPU that was asleep than back to back, so it makes seven: no pause check (a
+-- costs more on a vCPU that was asleep than back to back, so it makes seven: no pause check (a
 -- pause drops the idle set and a paused queue registers none, so a registration means not paused) and
 -- no sequence number (the token is the worker and the job's fresh id, unlike any claim's worker:seq).
 -- Returns per job {id, status, state}; status is 'created', 'exists' (the id is already known:
