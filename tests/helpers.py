@@ -9,7 +9,8 @@ from typing import Any
 import redis
 
 from jobconsole.core import Worker
-from jobconsole.core.store import Lease, Store, WorkerIdentity
+from jobconsole.core.results import Lease
+from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.tasks import TaskRegistry
 
 

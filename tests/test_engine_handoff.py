@@ -9,7 +9,7 @@ import redis
 from jobconsole.core import Client, JobState, TaskRegistry, Worker
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.store import Ack, Beat, Lease, decode_lease
+from jobconsole.core.results import Ack, Beat, Lease, decode_lease
 from tests.helpers import claim, complete, heartbeat, wait_for, worker_in_thread
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 

@@ -22,7 +22,8 @@ from jobconsole.core import (
 from jobconsole.core.errors import LeaseLost
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
-from jobconsole.core.store import Beat, Lease, Store
+from jobconsole.core.results import Beat, Lease
+from jobconsole.core.store import Store
 from jobconsole.core.worker import PREFETCH_MAX, PREFETCH_MIN, prefetch_count
 from tests.helpers import claim, complete, heartbeat, run_burst, wait_for, worker_in_thread
 

@@ -3,7 +3,7 @@
 Django code (models, admin, views, management commands) is a thin layer over this package.
 """
 
-from jobconsole.core.client import Client, EnqueueResult, JobSpec
+from jobconsole.core.client import Client, JobSpec
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import (
     Cancelled,
@@ -20,6 +20,7 @@ from jobconsole.core.errors import (
     UnknownTask,
 )
 from jobconsole.core.job import Attempt, Job
+from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import JobState
 from jobconsole.core.tasks import Task, TaskRegistry, default_registry, task
 from jobconsole.core.worker import Worker

@@ -17,9 +17,10 @@ from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.priority import parse_priority
 from jobconsole.core.queries import Queries, QueueCounts
+from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
-from jobconsole.core.store import Call, Enqueued, Store
+from jobconsole.core.store import Call, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
 
 MAX_PARAMS_BYTES = 1_000_000
@@ -42,18 +43,6 @@ class JobSpec:
     run_at: datetime | None = None  # timezone-aware
     max_retries: int | None = None
     unique_key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueResult:
-    id: str
-    queue: str
-    state: JobState
-    status: str  # 'created', 'exists' (same id seen before: idempotent) or 'duplicate' (unique key held)
-
-    @property
-    def created(self) -> bool:
-        return self.status == "created"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +118,12 @@ class Client:
         try:
             if p.queue not in self._known_queues:
                 self._register_queues({p.queue})
-            [reply] = self.store.run(self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args), spin_s=self.spin_s)
+            [result] = self.store.run(
+                self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args), spin_s=self.spin_s
+            )
         except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
             raise RedisFull([p.id]) from exc
-        return EnqueueResult(id=reply.id, queue=p.queue, state=reply.state, status=reply.status)
+        return result
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
         """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent.
@@ -193,8 +184,8 @@ class Client:
         by_queue: dict[str, list[_Prepared]] = {}
         for p in batch:
             by_queue.setdefault(p.queue, []).append(p)
-        calls: list[Call[list[Enqueued]]] = []
-        chunks: list[tuple[str, list[_Prepared]]] = []
+        calls: list[Call[list[EnqueueResult]]] = []
+        chunks: list[list[_Prepared]] = []
         for queue, items in by_queue.items():
             for start in range(0, len(items), SCRIPT_BATCH):  # smaller scripts overlap with sending the rest
                 chunk = items[start : start + SCRIPT_BATCH]
@@ -203,7 +194,7 @@ class Client:
                     args.extend(p.args)
                 may_take_intake = len(chunk) == 1 and chunk[0].may_take_intake
                 calls.append(self.store.enqueue_call(queue, len(chunk), may_take_intake, args))
-                chunks.append((queue, chunk))
+                chunks.append(chunk)
         new_queues = set(by_queue) - self._known_queues
         try:
             if new_queues:
@@ -213,14 +204,14 @@ class Client:
             raise RedisFull([p.id for p in batch]) from exc
         found: dict[str, EnqueueResult] = {}
         full: OutOfMemoryError | None = None
-        for (queue, chunk), reply in zip(chunks, replies, strict=True):
+        for chunk, reply in zip(chunks, replies, strict=True):
             if isinstance(reply, OutOfMemoryError):  # this chunk wrote nothing; others may have gone in
                 full = reply
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            for p, r in zip(chunk, reply, strict=True):
-                found[p.id] = EnqueueResult(id=r.id, queue=queue, state=r.state, status=r.status)
+            for p, result in zip(chunk, reply, strict=True):
+                found[p.id] = result
         if full is not None:
             refused = [p.id for p in batch if p.id not in found]
             raise RedisFull(refused, [found[p.id] for p in batch if p.id in found]) from full

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobconsole.core.client import EnqueueResult
+    from jobconsole.core.results import EnqueueResult
 
 
 class JobQueueError(Exception):

@@ -10,14 +10,22 @@ Readers (the console, the API, the mirror, the cleaner) use `queries.py`.
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from functools import cache
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import redis
 
 from jobconsole.core import keys, scripts
 from jobconsole.core.keys import QueueKeys, queue_keys
+from jobconsole.core.results import (
+    Claimed,
+    Edited,
+    EnqueueResult,
+    Failed,
+    Handed,
+    Recovered,
+    decode_lease,
+)
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
 
@@ -32,78 +40,6 @@ class Call[T]:
     keys: Sequence[str]
     args: Sequence[Arg]
     decode: Callable[[Any], T]
-
-
-class Lease(NamedTuple):
-    """A job leased to a worker: what `claim` returns per job and what an enqueue pushes to an idle worker's
-    inbox (lease() in lua/_lib.lua, in this order)."""
-
-    id: str
-    token: str
-    task: str
-    attempt: int
-    max_retries: int
-    params: str  # as stored: decoded by the worker, which fails the job if it cannot be
-    lease_ms: int
-    timeout_ms: int  # 0 = none
-    checkpoint: str  # '' = none
-    leased_at: int  # Redis ms when the lease began
-
-
-def decode_lease(v: Sequence[str]) -> Lease:
-    return Lease(
-        v[0], v[1], v[2], int(v[3]), int(v[4]), v[5], int(v[6]), int(v[7]) if v[7] else 0, v[8], int(v[9])
-    )  # fmt: skip
-
-
-class Claimed(NamedTuple):
-    now_ms: int  # Redis's clock when the claim ran
-    next_due_ms: int  # run-at of the earliest scheduled job, -1 when none
-    leases: list[Lease]
-
-
-class Ack(IntEnum):
-    """`complete`'s answer per job."""
-
-    STALE = 0  # the lease was lost: another worker owns the job now
-    COMPLETED = 1
-    REPEATED = 2  # already completed under this token (a retried ack)
-
-
-class Beat(IntEnum):
-    """`heartbeat`'s answer per job."""
-
-    LOST = -1  # stale token: the lease is gone
-    RENEWED = 0
-    CANCEL_REQUESTED = 1  # renewed, and an operator asked the job to stop
-
-
-class Failed(NamedTuple):
-    recorded: bool  # False: stale token
-    state: str  # the job's state now
-
-
-class Recovered(NamedTuple):
-    requeued: list[str]
-    dead: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy)
-
-
-class Enqueued(NamedTuple):
-    id: str
-    status: str  # 'created', 'exists' (same id seen before) or 'duplicate' (unique key held by this id)
-    state: JobState
-
-
-class Edited(NamedTuple):
-    status: str  # 'edited', 'resubmitted', 'missing', 'conflict', 'duplicate' or 'invalid'
-    state: str
-
-
-class Handed(NamedTuple):
-    """What a worker's blocking wait brought: a job leased to it, or (lease None) a wake-up to claim."""
-
-    queue: str
-    lease: Lease | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +109,6 @@ def _failed(reply: Any) -> Failed:
     return Failed(bool(reply[0]), str(reply[1]))
 
 
-def _enqueued(reply: Any) -> list[Enqueued]:
-    return [Enqueued(job_id, status, JobState(state)) for job_id, status, state in reply]
-
-
 class Store:
     """Runs the engine's scripts against one Redis. Thread-safe (redis-py's pool)."""
 
@@ -203,13 +135,17 @@ class Store:
 
     # --- producers --------------------------------------------------------------------------------
 
-    def enqueue_call(self, queue: str, count: int, may_take_intake: bool, job_args: list[Arg]) -> Call[list[Enqueued]]:
+    def enqueue_call(
+        self, queue: str, count: int, may_take_intake: bool, job_args: list[Arg]
+    ) -> Call[list[EnqueueResult]]:
         """`count` jobs into one queue; `job_args` holds each job's arguments (see enqueue.lua)."""
         k = queue_keys(queue)
-        return Call(
-            "enqueue", script_keys("enqueue", queue),
-            [k.job_prefix, self.events_maxlen, k.inbox_prefix, count, int(may_take_intake), *job_args], _enqueued,
-        )  # fmt: skip
+
+        def results(reply: Any) -> list[EnqueueResult]:
+            return [EnqueueResult(job_id, queue, JobState(state), status) for job_id, status, state in reply]
+
+        args = [k.job_prefix, self.events_maxlen, k.inbox_prefix, count, int(may_take_intake), *job_args]
+        return Call("enqueue", script_keys("enqueue", queue), args, results)
 
     def register_queues(self, queues: Iterable[str]) -> None:
         # A plain SADD: Redis refuses it while full, as it refuses the enqueue that follows.

@@ -26,8 +26,9 @@ from jobconsole.core.errors import LeaseLost, TaskTimeout, UndecodablePayload, W
 from jobconsole.core.execution import Kind, Outcome, RunningJob, failure, run_async, run_sync
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.payload import decode_checkpoint, decode_params
+from jobconsole.core.results import Beat, Claimed, Failed, Lease
 from jobconsole.core.scripts import Arg
-from jobconsole.core.store import Beat, Call, Claimed, Failed, Lease, Store, WorkerIdentity
+from jobconsole.core.store import Call, Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown, TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import STARVED_AFTER_S, ThreadPacer, threads_cpu_clock

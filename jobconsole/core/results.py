@@ -1,0 +1,86 @@
+"""The typed results of the engine's Redis operations (store.py decodes each script's reply into one)."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+from jobconsole.core.states import JobState
+
+
+class Lease(NamedTuple):
+    """A job leased to a worker: what `claim` returns per job and what an enqueue pushes to an idle worker's
+    inbox (lease() in lua/_lib.lua, in this order)."""
+
+    id: str
+    token: str
+    task: str
+    attempt: int
+    max_retries: int
+    params: str  # as stored: decoded by the worker, which fails the job if it cannot be
+    lease_ms: int
+    timeout_ms: int  # 0 = none
+    checkpoint: str  # '' = none
+    leased_at: int  # Redis ms when the lease began
+
+
+def decode_lease(v: Sequence[str]) -> Lease:
+    return Lease(
+        v[0], v[1], v[2], int(v[3]), int(v[4]), v[5], int(v[6]), int(v[7]) if v[7] else 0, v[8], int(v[9])
+    )  # fmt: skip
+
+
+class Claimed(NamedTuple):
+    now_ms: int  # Redis's clock when the claim ran
+    next_due_ms: int  # run-at of the earliest scheduled job, -1 when none
+    leases: list[Lease]
+
+
+class Ack(IntEnum):
+    """`complete`'s answer per job."""
+
+    STALE = 0  # the lease was lost: another worker owns the job now
+    COMPLETED = 1
+    REPEATED = 2  # already completed under this token (a retried ack)
+
+
+class Beat(IntEnum):
+    """`heartbeat`'s answer per job."""
+
+    LOST = -1  # stale token: the lease is gone
+    RENEWED = 0
+    CANCEL_REQUESTED = 1  # renewed, and an operator asked the job to stop
+
+
+class Failed(NamedTuple):
+    recorded: bool  # False: stale token
+    state: str  # the job's state now
+
+
+class Recovered(NamedTuple):
+    requeued: list[str]
+    dead: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    id: str  # the job's, or for a 'duplicate' the live job's that holds the unique key
+    queue: str
+    state: JobState
+    status: str  # 'created', 'exists' (same id seen before: idempotent) or 'duplicate' (unique key held)
+
+    @property
+    def created(self) -> bool:
+        return self.status == "created"
+
+
+class Edited(NamedTuple):
+    status: str  # 'edited', 'resubmitted', 'missing', 'conflict', 'duplicate' or 'invalid'
+    state: str
+
+
+class Handed(NamedTuple):
+    """What a worker's blocking wait brought: a job leased to it, or (lease None) a wake-up to claim."""
+
+    queue: str
+    lease: Lease | None
