@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
 
+from jobconsole.conf import db_retention
 from jobconsole.core import Client
 from jobconsole.core.editing import delete_many
 from jobconsole.core.job import ms_to_datetime
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.states import TERMINAL_STATES, JobState
-from jobconsole.mirror.config import db_retention
 from jobconsole.models import AuditLog, Job
 
 log = logging.getLogger(__name__)
