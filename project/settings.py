@@ -128,6 +128,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"  # collectstatic fills it (make run, and a deployment's build step)
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns at start-up about a missing one
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed, compressed copies that WhiteNoise serves with far-future cache headers. With DEBUG off a page
