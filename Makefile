@@ -2,7 +2,10 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test bootstrap lint typecheck pytest test-db chaos clean
+.PHONY: run test bootstrap lint typecheck djangochecks pytest test-db chaos bench clean
+
+# The settings refuse to start without a SECRET_KEY when DEBUG is off; tools that only read them get a dummy.
+TOOL_ENV := SECRET_KEY=tools-only-not-a-secret
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -10,14 +13,21 @@ bootstrap:
 run: bootstrap
 	@$(PY) scripts/run_stack.py
 
-test: bootstrap lint typecheck pytest
+test: bootstrap lint typecheck djangochecks pytest
 
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
 typecheck:
-	$(PY) -m mypy jobconsole dashboards
+	$(TOOL_ENV) $(PY) -m mypy jobconsole dashboards project
+
+# No model change without its migration, and the production settings pass Django's deployment checks
+# (DEBUG off, a fresh 50-character SECRET_KEY, ALLOWED_HOSTS set, as a deployment would have them).
+djangochecks:
+	$(TOOL_ENV) $(PY) manage.py makemigrations --check --dry-run
+	DEBUG=0 ALLOWED_HOSTS=jobs.example.com SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+		$(PY) manage.py check --deploy --fail-level WARNING
 
 pytest:
 	$(PY) -m pytest -q $(PYTEST_ARGS)

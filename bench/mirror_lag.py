@@ -64,8 +64,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jc-mirror-bench-"))
     server = RedisServer(tmp / "redis", appendfsync="everysec").start()
     env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
-           "DJANGO_SETTINGS_MODULE": "jobconsole.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
-           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false"}  # fmt: skip
+           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
+           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
+           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
     if args.database_url:
         env["DATABASE_URL"] = args.database_url
     os.environ.update(env)

@@ -61,7 +61,8 @@ class Cluster:
             "JOBCONSOLE_MIRROR_IN_WORKER": "0",  # a scenario that wants the mirror runs it alone (start_mirror)
             "JOBCONSOLE_MIRROR_LOCK_TTL": "1",
             "DATABASE_URL": f"sqlite:///{self.mirror_db}",  # what the checker reads, whatever the caller's is
-            "DJANGO_SETTINGS_MODULE": "jobconsole.settings",
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "SECRET_KEY": os.environ.get("SECRET_KEY") or "chaos-only-not-a-secret",
             "PYTHONPATH": str(PROJECT),
             "PYTHONUNBUFFERED": "1",
             ENV: self.ledger.path,

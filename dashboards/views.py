@@ -4,6 +4,7 @@ import time
 
 import redis
 from django.contrib.auth.decorators import login_required
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -20,10 +21,24 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when Redis answers, 503 (with the reason) when it does not."""
+    """200 when Redis and the database both answer; 503 naming each one that did not, and why."""
+    timings: dict[str, float] = {}
+    failed: dict[str, str] = {}
     started = time.monotonic()
     try:
         get_redis().ping()
+        timings["redis_ms"] = round((time.monotonic() - started) * 1000, 2)
     except redis.RedisError as exc:
-        return JsonResponse({"status": "unavailable", "redis": str(exc)}, status=503, headers={"Retry-After": "5"})
-    return JsonResponse({"status": "healthy", "redis_ms": round((time.monotonic() - started) * 1000, 2)})
+        failed["redis"] = str(exc) or type(exc).__name__
+    started = time.monotonic()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        timings["database_ms"] = round((time.monotonic() - started) * 1000, 2)
+    except DatabaseError as exc:
+        failed["database"] = str(exc) or type(exc).__name__
+    if failed:
+        body = {"status": "unavailable", "failed": sorted(failed), **failed, **timings}
+        return JsonResponse(body, status=503, headers={"Retry-After": "5"})
+    return JsonResponse({"status": "healthy", **timings})

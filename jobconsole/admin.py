@@ -22,10 +22,10 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from jobconsole import audit
+from jobconsole.conf import db_retention, retention
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobQueueError, JobState, JobStateConflict
 from jobconsole.core.editing import edit_job
-from jobconsole.engine import get_client, retention
-from jobconsole.mirror.config import db_retention
+from jobconsole.engine import get_client
 from jobconsole.models import Attempt, AuditLog, DeadLetter, Job, MirrorCursor, MirrorResync, OutboxEntry, Queue
 
 EDITABLE = ["priority", "run_at", "params"]

@@ -5,10 +5,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from jobconsole.conf import db_retention
 from jobconsole.core import Client
 from jobconsole.core.editing import delete_many
 from jobconsole.core.states import TERMINAL_STATES, JobState
-from jobconsole.mirror.config import db_retention
 from jobconsole.models import AuditLog, Job
 
 log = logging.getLogger(__name__)

@@ -1,24 +1,275 @@
-"""The one accessor for the JOBCONSOLE settings dict, with defaults."""
+"""Every JOBCONSOLE setting in one place: its default, its environment variable and what it does.
 
+A project sets them in its settings module as a dict, e.g.
+
+    JOBCONSOLE = {"REDIS_URL": "redis://redis:6379/0", "MIRROR": {"BATCH": 500}}
+
+Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
+it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION and OUTBOX merge
+key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
+
+The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
+Django's setting_changed signal, as tests make, clears the cache). Unknown keys, wrong types and
+unreadable environment variables are errors: the system check jobconsole.E001..E004 reports them, and
+get_config() refuses to run with them.
+"""
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from functools import cache
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 from jobconsole.core.client import DEFAULT_SPIN_US
+from jobconsole.core.maintenance import Retention
 
-DEFAULTS: dict[str, Any] = {
-    "REDIS_URL": "redis://127.0.0.1:6379/0",
-    "TASK_MODULES": ["jobconsole.examples"],
-    "STRICT_ENQUEUE": True,
-    "CLIENT_SPIN_US": DEFAULT_SPIN_US,
-    "EVENTS_MAXLEN": 100_000,
-    "WORKER_CONCURRENCY": 10,
-    "SHUTDOWN_GRACE": 10.0,
-    "RETENTION": {},
+DAY = 86_400
+
+# The value kinds a setting can have; an environment variable is parsed into its setting's kind.
+Kind = type[str] | type[bool] | type[int] | type[float] | type[list[str]]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: `name` is "KEY" or "GROUP.KEY" (a key of a nested group such as MIRROR)."""
+
+    name: str
+    default: Any
+    doc: str
+    env: str | None = None
+    kind: Kind | None = None  # None: the type of the default
+
+    @property
+    def type(self) -> Kind:
+        return self.kind or cast(Kind, type(self.default))
+
+
+def _retention_settings() -> list[Setting]:
+    # The engine owns these numbers (it cannot import Django); they are written once, in Retention.
+    return [
+        Setting(f"RETENTION.{state}", float(seconds), f"seconds Redis keeps a {state} job")
+        for state, seconds in dataclasses.asdict(Retention()).items()
+    ]
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "the Redis holding queues, jobs and events", env="REDIS_URL"),
+    Setting(
+        "TASK_MODULES",
+        [],
+        "modules imported at start-up to register tasks, besides every installed app's "
+        "tasks.py (environment: comma-separated)",
+        env="JOBCONSOLE_TASK_MODULES",
+        kind=list,
+    ),
+    Setting("STRICT_ENQUEUE", True, "enqueue refuses a task name this process has not registered"),
+    Setting(
+        "CLIENT_SPIN_US",
+        DEFAULT_SPIN_US,
+        "microseconds an enqueue spins for its reply before it sleeps",
+        env="JOBCONSOLE_CLIENT_SPIN_US",
+    ),
+    Setting("EVENTS_MAXLEN", 100_000, "approximate length each queue's event stream is trimmed to"),
+    Setting("WORKER_CONCURRENCY", 10, "jobs a runworker runs at once (threads)", env="WORKER_CONCURRENCY"),
+    Setting("SHUTDOWN_GRACE", 10.0, "seconds a stopping worker lets running jobs finish"),
+    Setting(
+        "MIRROR.IN_WORKER",
+        True,
+        "runworker also runs the database mirror in a thread (one leader overall)",
+        env="JOBCONSOLE_MIRROR_IN_WORKER",
+    ),
+    Setting("MIRROR.BATCH", 1000, "events read and applied per database transaction"),
+    Setting("MIRROR.BLOCK_MS", 100, "milliseconds an idle mirror waits for new events before it looks again"),
+    Setting(
+        "MIRROR.LOCK_TTL",
+        10.0,
+        "seconds the mirror's leader lock lives; the leader renews it every third",
+        env="JOBCONSOLE_MIRROR_LOCK_TTL",
+    ),
+    Setting("MIRROR.RETENTION_EVERY", 300.0, "seconds between database retention passes"),
+    Setting("MIRROR.RELAY_EVERY", 2.0, "seconds between outbox relay passes"),
+    Setting("MIRROR.RESTORE", True, "after Redis lost data, enqueue again the jobs the database knew as live"),
+    *_retention_settings(),
+    # Rows Redis still holds are never removed, so the database keeps at least the history Redis has.
+    Setting("DB_RETENTION.completed", 30.0 * DAY, "seconds the database keeps a completed job"),
+    Setting("DB_RETENTION.failed", 30.0 * DAY, "seconds the database keeps a failed job"),
+    Setting("DB_RETENTION.cancelled", 30.0 * DAY, "seconds the database keeps a cancelled job"),
+    Setting("DB_RETENTION.dropped", 90.0 * DAY, "seconds the database keeps a dropped job"),
+    Setting("DB_RETENTION.dead", 90.0 * DAY, "seconds the database keeps a dead job and its dead letter"),
+    Setting("DB_RETENTION.audit", 365.0 * DAY, "seconds the database keeps an audit record"),
+    Setting("OUTBOX.RELAY_AFTER", 5.0, "seconds after commit before the relay republishes an unsent entry"),
+    Setting("OUTBOX.KEEP_PUBLISHED", 7.0 * DAY, "seconds a published outbox entry is kept"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(s.name.split(".")[0] for s in SETTINGS if "." in s.name))
+
+
+class MirrorConfig(TypedDict):
+    IN_WORKER: bool
+    BATCH: int
+    BLOCK_MS: int
+    LOCK_TTL: float
+    RETENTION_EVERY: float
+    RELAY_EVERY: float
+    RESTORE: bool
+
+
+class OutboxConfig(TypedDict):
+    RELAY_AFTER: float
+    KEEP_PUBLISHED: float
+
+
+class Config(TypedDict):
+    """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
+
+    REDIS_URL: str
+    TASK_MODULES: list[str]
+    STRICT_ENQUEUE: bool
+    CLIENT_SPIN_US: int
+    EVENTS_MAXLEN: int
+    WORKER_CONCURRENCY: int
+    SHUTDOWN_GRACE: float
+    MIRROR: MirrorConfig
+    RETENTION: dict[str, float]
+    DB_RETENTION: dict[str, float]
+    OUTBOX: OutboxConfig
+
+
+def _is_kind(value: object, kind: Kind) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is list:
+        return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    return isinstance(value, kind)
+
+
+def _kind_name(kind: Kind) -> str:
+    return {bool: "a bool", int: "an int", float: "a number", list: "a list of strings", str: "a string"}[kind]
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"{text!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+
+
+PARSERS: dict[Kind, Callable[[str], Any]] = {
+    str: str,
+    bool: _parse_bool,
+    int: int,
+    float: float,
+    list: lambda text: [part.strip() for part in text.split(",") if part.strip()],
 }
 
 
+def _coerce(setting: Setting, value: Any) -> Any:
+    if setting.type is float:
+        return float(value)
+    if setting.type is list:
+        return list(value)
+    return value
+
+
+def problems(explicit: object | None = None, environ: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """Every problem with the settings, as (check id, message, hint): the system check reports them and
+    get_config() refuses to run with any. `explicit` defaults to settings.JOBCONSOLE, `environ` to
+    os.environ."""
+    explicit = getattr(settings, "JOBCONSOLE", {}) if explicit is None else explicit
+    environ = os.environ if environ is None else environ
+    found: list[tuple[str, str, str]] = []
+    if not isinstance(explicit, Mapping):
+        return [("E001", f"JOBCONSOLE must be a dict, not {type(explicit).__name__}.", "")]
+    flat: dict[str, object] = {}
+    for key, value in explicit.items():
+        if key in GROUPS:
+            if not isinstance(value, Mapping):
+                found.append(("E003", f'JOBCONSOLE["{key}"] must be a dict, not {type(value).__name__}.', ""))
+                continue
+            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            flat[str(key)] = value
+    for name, value in flat.items():
+        setting = BY_NAME.get(name)
+        path = "".join(f'["{part}"]' for part in name.split("."))
+        if setting is None:
+            siblings = [s.name for s in SETTINGS if s.name.rpartition(".")[0] == name.rpartition(".")[0]]
+            known = ", ".join(n.rpartition(".")[2] for n in siblings + (list(GROUPS) if "." not in name else []))
+            found.append(("E002", f"JOBCONSOLE{path} is not a Jobconsole setting.", f"Known keys here: {known}."))
+        elif not _is_kind(value, setting.type):
+            found.append((
+                "E003", f"JOBCONSOLE{path} must be {_kind_name(setting.type)}, not {type(value).__name__} "
+                f"({value!r}).", f"Default: {setting.default!r}.",
+            ))  # fmt: skip
+    for setting in SETTINGS:
+        if setting.env and setting.env in environ and setting.name not in flat:
+            try:
+                PARSERS[setting.type](environ[setting.env])
+            except ValueError as exc:
+                found.append(("E004", f"The environment variable {setting.env} is unreadable: {exc}.", ""))
+    return found
+
+
+def resolve(explicit: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
+    """The settings with precedence applied: explicit > environment variable > default (no checks)."""
+    out: dict[str, Any] = {group: {} for group in GROUPS}
+    for setting in SETTINGS:
+        group, _, key = setting.name.rpartition(".")
+        source = explicit.get(group, {}) if group else explicit
+        if key in source:
+            value = _coerce(setting, source[key])
+        elif setting.env and setting.env in environ:
+            value = PARSERS[setting.type](environ[setting.env])
+        else:
+            value = _coerce(setting, setting.default)
+        (out[group] if group else out)[key] = value
+    return cast(Config, out)
+
+
 @cache
-def get_config() -> dict[str, Any]:
-    return {**DEFAULTS, **getattr(settings, "JOBCONSOLE", {})}
+def get_config() -> Config:
+    """The JOBCONSOLE settings, every key filled in. ImproperlyConfigured when any is wrong."""
+    errors = problems()
+    if errors:
+        listed = "; ".join(f"{message} {hint}".strip() for _, message, hint in errors)
+        raise ImproperlyConfigured(f"Jobconsole settings: {listed} (see jobconsole/conf.py)")
+    return resolve(getattr(settings, "JOBCONSOLE", {}), os.environ)
+
+
+def mirror_config() -> MirrorConfig:
+    return get_config()["MIRROR"]
+
+
+def outbox_config() -> OutboxConfig:
+    return get_config()["OUTBOX"]
+
+
+def retention() -> Retention:
+    """How long Redis keeps finished jobs, for the engine."""
+    return Retention(**get_config()["RETENTION"])
+
+
+def db_retention() -> dict[str, timedelta]:
+    """How long the database keeps finished rows (by state) and audit records ("audit")."""
+    return {name: timedelta(seconds=seconds) for name, seconds in get_config()["DB_RETENTION"].items()}
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "JOBCONSOLE":
+        get_config.cache_clear()
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="jobconsole.conf")

@@ -4,19 +4,14 @@ from functools import cache
 
 import redis
 
-from jobconsole.conf import get_config
+from jobconsole.conf import get_config, retention
 from jobconsole.core import Client, default_registry
 from jobconsole.core.connection import connect
-from jobconsole.core.maintenance import Retention
 
 
 @cache
 def get_redis() -> "redis.Redis":
     return connect(get_config()["REDIS_URL"])
-
-
-def retention() -> Retention:
-    return Retention(**get_config()["RETENTION"])
 
 
 @cache

@@ -21,10 +21,10 @@ from typing import Any
 import redis
 from django.db import transaction
 
+from jobconsole.conf import outbox_config
 from jobconsole.core import JobQueueError, JobSpec, RedisFull
 from jobconsole.core.ids import new_job_id
 from jobconsole.engine import get_client
-from jobconsole.mirror.config import outbox_config
 from jobconsole.models import Job, OutboxEntry
 
 log = logging.getLogger(__name__)

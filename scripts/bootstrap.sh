@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Make this checkout ready to run: a .venv with Python 3.12+ and the pinned requirements, and a
-# redis-server binary (apt-get on Debian/Ubuntu as root; elsewhere a message saying what to install).
+# Make this checkout ready to run: a .venv with Python 3.12+ and the pinned requirements, and a redis-server
+# 7.0 or newer (apt-get on Debian/Ubuntu as root; elsewhere a message saying what to install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 python_ok() { "$1" -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
+
+as_root_on_debian() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
 
 find_python() {
   local candidate
@@ -19,36 +30,90 @@ find_python() {
   return 1
 }
 
-if ! [ -x .venv/bin/python ] || ! python_ok .venv/bin/python; then
-  if ! PY=$(find_python); then
+# Debian and Ubuntu ship ensurepip apart from the interpreter (python3.X-venv); without it `python -m venv`
+# makes a .venv with no pip in it.
+ensure_ensurepip() {
+  local py=$1 version
+  "$py" -c 'import ensurepip' >/dev/null 2>&1 && return 0
+  version=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  if as_root_on_debian; then
+    say "$py has no ensurepip; installing python$version-venv with apt-get"
+    apt_install "python$version-venv" || apt_install python3-venv || true
+  fi
+  if ! "$py" -c 'import ensurepip' >/dev/null 2>&1; then
+    say "$py cannot make a virtualenv with pip (its ensurepip module is missing). Install it, e.g."
+    say "  sudo apt-get install python$version-venv   (or python3-venv), then run make again"
+    exit 1
+  fi
+}
+
+make_venv() {
+  local py
+  if ! py=$(find_python); then
     say "Python 3.12 or newer is needed (python3.13, python3.12, or pyenv's). Install one, e.g."
     say "  apt-get install python3.12 python3.12-venv   (or: pyenv install 3.13)"
     exit 1
   fi
-  say "creating .venv with $PY ($("$PY" --version))"
+  ensure_ensurepip "$py"
+  say "creating .venv with $py ($("$py" --version))"
   rm -rf .venv
-  "$PY" -m venv .venv
+  "$py" -m venv .venv
+}
+
+venv_usable() {
+  [ -x .venv/bin/python ] && python_ok .venv/bin/python && .venv/bin/python -m pip --version >/dev/null 2>&1
+}
+
+install_requirements() {
+  .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -r requirements.txt
+}
+
+if ! venv_usable; then
+  # A .venv left half-made (an interrupted venv, a Python without ensurepip, a removed interpreter) is made
+  # again rather than failing on every run.
+  [ -e .venv ] && say ".venv is incomplete (no working Python 3.12+ or no pip in it); making it again"
+  make_venv
 fi
 
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing requirements into .venv"
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -r requirements.txt
+  if ! install_requirements; then
+    if [ -s "$stamp" ]; then
+      say "pip install failed (the .venv worked before: the output above says why, e.g. the package index)"
+      exit 1
+    fi
+    # Never completed in this .venv: it may be the half-made one. Start from a new one, once.
+    say "pip install failed in a .venv that never completed; making .venv again and retrying once"
+    make_venv
+    install_requirements || { say "pip install failed again; the output above says why"; exit 1; }
+  fi
   echo "$want" > "$stamp"
 fi
 
+redis_version() { redis-server --version 2>/dev/null | sed -n 's/.*v=\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p'; }
+
 if ! command -v redis-server >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if as_root_on_debian; then
     say "installing redis-server with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    apt_install redis-server
     # Debian starts a system Redis on 6379; ours runs privately on its own port, so leave that alone.
   else
-    say "redis-server is not installed. Install Redis 7 (Debian/Ubuntu: sudo apt-get install redis-server;"
+    say "redis-server is not installed. Install Redis 7 or newer (Debian/Ubuntu: sudo apt-get install redis-server;"
     say "macOS: brew install redis), or set REDIS_URL to a Redis you run elsewhere."
     [ -n "${REDIS_URL:-}" ] || exit 1
+  fi
+fi
+if command -v redis-server >/dev/null 2>&1; then
+  # The Lua scripts declare Redis 7 function flags (#!lua flags=...), which older servers reject.
+  read -r major minor <<<"$(redis_version)" || true
+  if [ -z "${major:-}" ] || [ "$major" -lt 7 ]; then
+    say "redis-server ${major:-?}.${minor:-?} ($(command -v redis-server)) is too old: Jobconsole needs Redis 7.0 or newer."
+    say "Install Redis 7 (Debian 12 / Ubuntu 24.04: apt-get install redis-server; older releases: the Redis"
+    say "project's own apt repository, or build it from source), or set REDIS_URL to a Redis 7 elsewhere."
+    [ -n "${REDIS_URL:-}" ] || exit 1
+    say "Going on with REDIS_URL for \`make run\`; \`make test\` starts redis-server itself and needs 7.0 too."
   fi
 fi
 mkdir -p var

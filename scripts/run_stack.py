@@ -63,7 +63,9 @@ def main() -> int:
 
 
 def start(procs: dict[str, subprocess.Popen[bytes]]) -> int:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "jobconsole.settings"}
+    # DEBUG on (unless the caller says otherwise): this is the local stack, and with DEBUG the settings make
+    # and keep a SECRET_KEY of the checkout's own in var/secret_key.
+    env = {"DEBUG": "1", **os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "project.settings"}
 
     if not os.environ.get("REDIS_URL"):
         binary = shutil.which("redis-server")
@@ -89,7 +91,7 @@ def start(procs: dict[str, subprocess.Popen[bytes]]) -> int:
     print(manage("ensureadmin", env=env).stdout, end="", flush=True)
     port = os.environ.get("PORT", "8000")
     procs["web"] = subprocess.Popen(
-        [PYTHON, "-m", "gunicorn", "jobconsole.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+        [PYTHON, "-m", "gunicorn", "project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
          "--threads", "4", "--access-logfile", "-"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from tests.redis_server import RedisServer
+from tests.settings import SECRET_KEY_FOR_TESTS
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +48,7 @@ def manage_env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
     """Environment for `manage.py` subprocesses: our Redis, the test tasks, a private var dir."""
     env = {**os.environ, "REDIS_URL": redis_url, "JOBCONSOLE_VAR_DIR": str(tmp_path / "var"),
            "JOBCONSOLE_TASK_MODULES": "jobconsole.examples,tests.tasks", "PYTHONUNBUFFERED": "1",
-           "DJANGO_SETTINGS_MODULE": "jobconsole.settings", **extra}  # fmt: skip
+           "DJANGO_SETTINGS_MODULE": "project.settings", "SECRET_KEY": SECRET_KEY_FOR_TESTS, **extra}  # fmt: skip
     env["PYTHONPATH"] = str(PROJECT)
     return env
 

@@ -38,7 +38,8 @@ os.environ.update(
     JOBCONSOLE_VAR_DIR=str(ROOT / "var" / "bench" / "jobconsole"),
     JOBCONSOLE_MIRROR_IN_WORKER="1" if WITH_MIRROR else "0",
     LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-    DJANGO_SETTINGS_MODULE="jobconsole.settings",
+    DJANGO_SETTINGS_MODULE="project.settings",
+    SECRET_KEY=os.environ.get("SECRET_KEY") or "bench-only-not-a-secret",
 )
 
 

@@ -615,9 +615,8 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
     """The mirror loop configured from settings, with the leader's side duties: the outbox relay,
     database retention and pruning of old published outbox entries."""
     from jobconsole import cleaning, outbox
-    from jobconsole.conf import get_config
+    from jobconsole.conf import get_config, mirror_config
     from jobconsole.engine import get_redis
-    from jobconsole.mirror.config import mirror_config
 
     config = mirror_config()
     options: dict[str, Any] = {

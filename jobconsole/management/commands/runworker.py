@@ -6,17 +6,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobconsole.conf import get_config
+from jobconsole.checks import TAG
+from jobconsole.conf import get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
-from jobconsole.engine import get_redis, retention
-from jobconsole.mirror.config import mirror_config
+from jobconsole.engine import get_redis
 
 
 class Command(BaseCommand):
     help = "Run a worker: claims jobs from the given queues (default: every registered task's queue)."
     # Redis is all it needs: Django's system checks open the database (a JSONField check), and a locked or
-    # unreachable database must not keep it from starting.
-    requires_system_checks: list[str] = []
+    # unreachable database must not keep it from starting. Its own settings checks need no database.
+    requires_system_checks = [TAG]
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--queues", default="", help="comma-separated queues, claimed in this order")
