@@ -23,7 +23,7 @@ typecheck:
 	$(TOOL_ENV) $(PY) -m mypy jobconsole dashboards project
 
 # No model change without its migration, and the production settings pass Django's deployment checks
-# (DEBUG off, a fresh 50-character SECRET_KEY, ALLOWED_HOSTS set, as a deployment would have them).
+# (DEBUG off, a fresh random SECRET_KEY, ALLOWED_HOSTS set, as a deployment would have them).
 djangochecks:
 	$(TOOL_ENV) $(PY) manage.py makemigrations --check --dry-run
 	DEBUG=0 ALLOWED_HOSTS=jobs.example.com SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \

@@ -67,9 +67,7 @@ PEERS: dict[str, PeerSpec] = {
     "rq": PeerSpec(VENV_A, max_throughput_jobs=2_000),
     "arq": PeerSpec(VENV_B),
     "saq": PeerSpec(VENV_B),
-    # Jobconsole plugs in here: bench/peers/jobconsole_bench.py with the same
-    # CLI and JSON line (it can reuse bench/peers/_common.py), run by the
-    # project's own venv.  It is skipped until that script exists.
+    # Jobconsole: bench/peers/jobconsole_bench.py, run by the project's own venv.
     "jobconsole": PeerSpec(ROOT / ".venv" / "bin" / "python"),
     # The same, with the database mirror consuming every event while the workers run.
     "jobconsole+mirror": PeerSpec(

@@ -77,7 +77,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("EVENTS_MAXLEN", 100_000, "approximate length each queue's event stream is trimmed to"),
     Setting("WORKER_CONCURRENCY", 10, "jobs a runworker runs at once (threads)", env="WORKER_CONCURRENCY"),
-    Setting("SHUTDOWN_GRACE", 10.0, "seconds a stopping worker lets running jobs finish"),
+    Setting(
+        "SHUTDOWN_GRACE",
+        10.0,
+        "seconds a stopping worker waits for the tasks it interrupted (on_shutdown requeue or fail) to stop",
+    ),
     Setting(
         "MIRROR.IN_WORKER",
         True,
@@ -103,7 +107,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("DB_RETENTION.dropped", 90.0 * DAY, "seconds the database keeps a dropped job"),
     Setting("DB_RETENTION.dead", 90.0 * DAY, "seconds the database keeps a dead job and its dead letter"),
     Setting("DB_RETENTION.audit", 365.0 * DAY, "seconds the database keeps an audit record"),
-    Setting("OUTBOX.RELAY_AFTER", 5.0, "seconds after commit before the relay republishes an unsent entry"),
+    Setting(
+        "OUTBOX.RELAY_AFTER",
+        5.0,
+        "seconds after an outbox entry was written before the relay publishes it, if its commit hook has not",
+    ),
     Setting("OUTBOX.KEEP_PUBLISHED", 7.0 * DAY, "seconds a published outbox entry is kept"),
 )
 

@@ -1,4 +1,4 @@
-"""Example tasks, enabled in the default settings: used by `make run`'s demo and by the tests."""
+"""Example tasks for `make run`'s demo and the tests (this repository's project/tasks.py registers them)."""
 
 import asyncio
 import time

@@ -10,8 +10,9 @@ Everything a deployment changes comes from the environment:
     TIME_ZONE, LOG_LEVEL  default UTC, INFO
     JOBCONSOLE_VAR_DIR    where SQLite, the embedded Redis of `make run` and var/secret_key live
     With DEBUG off, HTTPS: SECURE_SSL_REDIRECT (on), SECURE_HSTS_SECONDS (3600),
-    SECURE_HSTS_INCLUDE_SUBDOMAINS (on), SECURE_HSTS_PRELOAD (off), and SECURE_PROXY_SSL_HEADER (unset; the
-    header a TLS-terminating proxy sets, e.g. HTTP_X_FORWARDED_PROTO, meaning "https" when it says so).
+    SECURE_HSTS_INCLUDE_SUBDOMAINS (on), SECURE_HSTS_PRELOAD (off).
+    SECURE_PROXY_SSL_HEADER (unset; read whatever DEBUG is): the header a TLS-terminating proxy sets, e.g.
+    HTTP_X_FORWARDED_PROTO, meaning "https" when it says so.
 
 The engine's own settings (REDIS_URL, WORKER_CONCURRENCY, JOBCONSOLE_*...) and their environment variables are
 in jobconsole/conf.py; this file sets only what differs from their defaults.

@@ -1,4 +1,4 @@
-"""The engine's read API: what the console, the HTTP API, the admin, the mirror and the cleaner read from Redis.
+"""The engine's read API: what the console, the admin, the mirror and the cleaner (and the HTTP API to come) read.
 
 Readers ask in nouns (queues and their counts, jobs of a state a page at a time, the worker registry,
 per-minute statistics, events) and never name a key. A job a fast enqueue accepted may still be an intake

@@ -4,7 +4,7 @@ Nothing else runs a script or names a key of the write path. Each script's heade
 (``-- KEYS: active events drain``); `script_keys` fills those names in from `keys.py`, so the order of a
 script's keys is written once, in the script. Methods that callers batch into one round trip (a worker
 reports outcomes and claims together) also come as a `*_call` returning a `Call`, run with `run_many`.
-Readers (the console, the API, the mirror, the cleaner) use `queries.py`.
+Readers (the console, the admin, the mirror, the cleaner) use `queries.py`.
 """
 
 import json

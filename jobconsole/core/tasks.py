@@ -82,7 +82,7 @@ class Task:
                 raise InvalidJob(f"task {self.name}: parameter {key} should be {_type_name(hint)}")
 
     def options(self) -> dict[str, Any]:
-        """The registered options as JSON-able data (for the console and the API)."""
+        """The registered options as JSON-able data (the worker announces them; the console lists them)."""
         return {
             "name": self.name,
             "version": self.version,

@@ -31,7 +31,10 @@ class Command(BaseCommand):
         config = get_config()
         queues = [q for q in options["queues"].split(",") if q] or sorted({t.queue for t in default_registry.all()})
         if not queues:
-            raise CommandError("no queues: pass --queues or register tasks (JOBCONSOLE['TASK_MODULES'])")
+            raise CommandError(
+                "no queues: pass --queues or register tasks (a tasks.py in an installed app, "
+                "or JOBCONSOLE['TASK_MODULES'])"
+            )
         try:
             worker = Worker(
                 get_redis(),
