@@ -131,8 +131,8 @@ def test_failures_retry_with_backoff_then_dead_letter_with_full_history(
     assert [a.outcome for a in job.history] == ["failed"] * 3
     assert [a.attempt for a in job.history] == [1, 2, 3]
     for a in job.history:
-        assert a.error_class == "tests.test_engine_worker.Boom" and a.message == "it broke"
-        assert "raise Boom" in a.traceback and "test_engine_worker.py" in a.top_frame
+        assert a.error_class == "tests.engine.test_worker.Boom" and a.message == "it broke"
+        assert "raise Boom" in a.traceback and "test_worker.py" in a.top_frame
     gaps = [(b.started_at - a.ended_at).total_seconds() for a, b in zip(job.history, job.history[1:], strict=False)]  # type: ignore[operator]
     assert all(g >= 0.05 for g in gaps)  # never before the backoff
     assert job.last_error and job.last_error["error_class"].endswith("Boom")

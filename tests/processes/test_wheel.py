@@ -54,7 +54,7 @@ def pinned_constraints(tmp: Path) -> Path:
 SETTINGS = """\
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 SECRET_KEY = "wheel-test-only"
 DEBUG = True
 ALLOWED_HOSTS = ["testserver"]

@@ -12,7 +12,7 @@ from jobconsole.core import scripts
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.store import _fill, script_keys
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "jobconsole" / "core"
 PRIVATE = {"jobconsole.core.keys", "jobconsole.core.scripts", "jobconsole.core.wire"}
 GLOBAL_SCRIPTS = {"announce", "lock", "mirror_epoch", "mirror_read", "register_worker"}
