@@ -53,9 +53,9 @@ class Command(BaseCommand):
         stop_mirror = threading.Event()
         mirror_thread: threading.Thread | None = None
         if not options["no_mirror"] and mirror_config()["IN_WORKER"]:
-            from jobconsole.mirror.loop import build_mirror
+            from jobconsole.mirror.service import build_service
 
-            mirror = build_mirror(name=worker.id)
+            mirror = build_service(name=worker.id)
             mirror_thread = threading.Thread(target=mirror.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
             mirror_thread.start()
         worker.install_signal_handlers()
