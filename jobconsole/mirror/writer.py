@@ -46,21 +46,21 @@ class _JobEvents:
     requeued_at: datetime | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Changes:
     """What one batch writes, built from Redis before its transaction."""
 
     synced: datetime
-    rows: list[tuple[Any, ...]] = field(default_factory=list)  # Job rows (rows.job_values)
-    attempts: list[tuple[Any, ...]] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    gone: dict[str, list[str]] = field(default_factory=dict)  # state to record -> ids whose hash is gone
-    requeued: dict[str, datetime] = field(default_factory=dict)  # job id -> when it left the dead letters
-    paused: dict[str, Event] = field(default_factory=dict)  # queue -> its last pause or resume
-    entries: dict[str, list[str]] = field(default_factory=dict)  # queue -> the entry ids applied
-    tops: dict[str, StreamId] = field(default_factory=dict)  # queue -> the newest entry applied
-    finished: list[tuple[str, datetime]] = field(default_factory=list)  # (job id, Redis finish time)
+    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values)
+    attempts: list[tuple[Any, ...]]  # Attempt rows (rows.attempt_values)
+    dead: list[DeadLetter]
+    deleted: list[str]  # ids of jobs deleted from Redis
+    gone: dict[str, list[str]]  # state to record (or '') -> ids whose hash is gone (expired or TTL)
+    requeued: dict[str, datetime]  # job id -> when it was requeued out of the dead letters
+    paused: dict[str, Event]  # queue -> its last pause or resume
+    entries: dict[str, list[str]]  # queue -> the entry ids applied
+    tops: dict[str, StreamId]  # queue -> the newest entry applied
+    finished: list[tuple[str, datetime]]  # (job id, Redis finish time) of the jobs written final
 
 
 @dataclass(slots=True)
@@ -91,7 +91,7 @@ class Writer:
     def apply(self, events: list[Event]) -> int:
         """Write the current Redis state of every job these events touch, commit, then acknowledge."""
         started = time.monotonic()
-        changes, jobs = self._read(events)
+        changes, jobs = self._changes(events)
         with transaction.atomic():
             self.save(changes)
         committed_at = time.time()
@@ -113,15 +113,17 @@ class Writer:
             )
         return len(events)
 
-    def _read(self, events: list[Event]) -> tuple[Changes, int]:
+    def _changes(self, events: list[Event]) -> tuple[Changes, int]:
         """The rows these events call for, from the jobs' current hashes; and how many jobs they touch."""
-        changes = Changes(datetime.now(UTC))
+        synced = datetime.now(UTC)
         jobs: dict[str, _JobEvents] = {}
+        entries: dict[str, list[str]] = {}
+        paused: dict[str, Event] = {}
         for e in events:
-            changes.entries.setdefault(e.queue, []).append(e.id)
+            entries.setdefault(e.queue, []).append(e.id)
             if not e.job:
                 if e.name in ("paused", "resumed"):
-                    changes.paused[e.queue] = e
+                    paused[e.queue] = e
                 continue
             j = jobs.get(e.job)
             if j is None:
@@ -149,28 +151,35 @@ class Writer:
         ]  # fmt: skip
         for job_id, history in zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True):
             found[job_id] = replace(cast(RedisJob, found[job_id]), history=history)
-        synced = changes.synced
+        rows: list[tuple[Any, ...]] = []
+        attempts: list[tuple[Any, ...]] = []
+        dead: list[DeadLetter] = []
+        deleted: list[str] = []
+        gone: dict[str, list[str]] = {}
+        requeued: dict[str, datetime] = {}
+        finished: list[tuple[str, datetime]] = []
         for job_id, j in jobs.items():
             if j.requeued_at is not None:
-                changes.requeued[job_id] = j.requeued_at
+                requeued[job_id] = j.requeued_at
             job = found[job_id]
             if job is None:
                 if j.last.name == "deleted":
-                    changes.deleted.append(job_id)
+                    deleted.append(job_id)
                 else:
                     state = j.last.fields.get("state", "")
-                    changes.gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
+                    gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
                 continue
             row = job_values(job, synced)
-            changes.rows.append(row)
+            rows.append(row)
             job_attempts = attempt_values(job_id, job.history)
-            changes.attempts.extend(job_attempts)
+            attempts.extend(job_attempts)
             state, finished_at = row[STATE], row[FINISHED_AT]
             if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
-                changes.dead.append(letter)
+                dead.append(letter)
             if finished_at is not None and state in TERMINAL_STATES:
-                changes.finished.append((job_id, finished_at))
-        changes.tops = {queue: max(parse_id(i) for i in ids) for queue, ids in changes.entries.items()}
+                finished.append((job_id, finished_at))
+        tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
+        changes = Changes(synced, rows, attempts, dead, deleted, gone, requeued, paused, entries, tops, finished)
         return changes, len(jobs)
 
     def save(self, changes: Changes) -> None:

@@ -55,8 +55,8 @@ class Command(BaseCommand):
         if not options["no_mirror"] and mirror_config()["IN_WORKER"]:
             from jobconsole.mirror.service import build_service
 
-            mirror = build_service(name=worker.id)
-            mirror_thread = threading.Thread(target=mirror.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
+            service = build_service(name=worker.id)  # the mirror and its leader's chores, in one thread
+            mirror_thread = threading.Thread(target=service.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
             mirror_thread.start()
         worker.install_signal_handlers()
         try:
