@@ -85,18 +85,18 @@ class Leadership:
 
     # --- Redis's epoch (see loop.py) ---------------------------------------------------------------
 
-    def saw(self, epoch: int) -> bool:
+    def observe(self, epoch: int) -> bool:
         """Note the epoch a read got from Redis; False if it is not past the recorded one (Redis lost writes)."""
         if epoch <= self.epoch:
             return False
         self.read_epoch = epoch
         return True
 
-    def saw_snapshot(self, epoch: int) -> None:
+    def observe_snapshot(self, epoch: int) -> None:
         """Note the epoch a resync's snapshot is as new as (the database records it with the rows)."""
         self.read_epoch = max(self.read_epoch, epoch)
 
-    def past_recorded(self) -> int:
+    def next_epoch(self) -> int:
         """An epoch past every one seen, for Redis to move to once a rewind is handled."""
         self.read_epoch = max(self.read_epoch, self.epoch) + 1
         return self.read_epoch

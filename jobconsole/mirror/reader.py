@@ -73,7 +73,7 @@ class Reader:
         """The next batch of every queue's stream: the entries read before and not acknowledged (pending), or
         new ones; with the resyncs its checks call for."""
         read = self.feed.read(self.queues, count=self.batch, pending=pending)
-        if not self.leadership.saw(read.epoch):
+        if not self.leadership.observe(read.epoch):
             log.warning(
                 "mirror: redis epoch %d is not past the recorded %d: redis lost data; resyncing",
                 read.epoch,

@@ -69,7 +69,7 @@ class Resync:
         after a gap: only an operator's delete removes a waiting job, so those rows are deleted too."""
         if reason != "redis-rewound":  # (a rewind moves the counter once every queue is done: see rewound)
             # The snapshot is as new as this epoch: the database records it with the rows (Leadership.fence).
-            self.leadership.saw_snapshot(self.feed.advance_epoch())
+            self.leadership.observe_snapshot(self.feed.advance_epoch())
         self.store.drain(queue)  # jobs accepted but not yet made into hashes are in no set
         upto = self.feed.last_id(queue)
         from_id = format_id(self.cursors.applied[queue]) if queue in self.cursors.applied else ""
@@ -128,7 +128,7 @@ class Resync:
         for the next leader to notice and handle again (resyncing and restoring are idempotent)."""
         for queue in sorted(set(queues) | set(self.cursors.applied)):
             self.queue(queue, "redis-rewound")
-        self.feed.advance_epoch(to=self.leadership.past_recorded())  # only the leader writes it
+        self.feed.advance_epoch(to=self.leadership.next_epoch())  # only the leader writes it
         with transaction.atomic():
             self.leadership.fence()
 
