@@ -6,10 +6,11 @@
 
 Both the order and the job exist, or neither: the job is an `OutboxEntry` row written in the same
 transaction, published to Redis by an on-commit hook. If the process dies between the commit and the
-publish, the relay (in the mirror loop, or `manage.py relayoutbox`) publishes it later. Job ids are
-fixed in the outbox row before publishing and enqueueing an existing id is a no-op in Redis (status
-'exists'), so publishing an entry twice never makes two jobs; and an entry whose job the mirror already
-recorded is only marked published, never re-sent, so even a job Redis has since forgotten is not redone.
+publish, the relay (a chore of the mirror's leader, see mirror/service.py, or `manage.py relayoutbox`)
+publishes it later. Job ids are fixed in the outbox row before publishing and enqueueing an existing id is
+a no-op in Redis (status 'exists'), so publishing an entry twice never makes two jobs; and an entry whose
+job the mirror already recorded is only marked published, never re-sent, so even a job Redis has since
+forgotten is not redone.
 """
 
 import logging

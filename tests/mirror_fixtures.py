@@ -3,7 +3,10 @@
 Import the fixtures into a test module with `from tests.mirror_fixtures import *  # noqa: F403`."""
 
 import json
-from collections.abc import Iterator
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,6 +17,9 @@ from jobconsole.core import Client, Worker, default_registry
 from jobconsole.core.job import ms_to_datetime as ms
 from jobconsole.core.keys import queue_keys
 from jobconsole.mirror.loop import Mirror
+from jobconsole.mirror.resync import Resync
+from jobconsole.mirror.writer import Changes, Writer
+from jobconsole.models import MirrorResync
 
 
 def _clear_caches() -> None:
@@ -114,3 +120,88 @@ def database_url() -> str:
         return f"sqlite:///{d['NAME']}"
     auth = d["USER"] + (f":{d['PASSWORD']}" if d.get("PASSWORD") else "")
     return f"postgres://{auth}@{d['HOST'] or '127.0.0.1'}:{d['PORT'] or 5432}/{d['NAME']}"
+
+
+# --- crashing the mirror at a chosen point -------------------------------------------------------------
+
+
+class SimulatedCrash(BaseException):
+    """Stops the mirror where a kill would (a BaseException, so the loop's error handling lets it through)."""
+
+
+@dataclass
+class Crash:
+    """The mirror dies the `on`-th time it reaches `point`:
+
+    before_commit  a batch is written, its transaction not yet committed (it rolls back);
+    after_commit   a batch is committed, its entries not yet acknowledged (they stay pending);
+    resynced       a queue was resynced (rows, cursor and group), nothing after;
+    rewound        a rewind was handled (every queue resynced, the epoch moved and recorded)."""
+
+    point: str
+    on: int = 1
+    seen: int = 0
+
+    def at(self, point: str) -> None:
+        if point == self.point:
+            self.seen += 1
+            if self.seen == self.on:
+                self.crash()
+
+    def crash(self) -> None:
+        raise SimulatedCrash(self.point)
+
+
+class Exit(Crash):
+    """The process exits at once, without cleanup, as SIGKILL would."""
+
+    def crash(self) -> None:
+        os._exit(137)
+
+
+def crashing(crash: Crash) -> dict[str, Any]:
+    """Mirror's `writer` and `resync` parts, with `crash` hooked in at its points."""
+
+    class CrashingWriter(Writer):
+        def save(self, changes: Changes) -> None:
+            super().save(changes)
+            crash.at("before_commit")
+
+        def acknowledge(self, changes: Changes) -> None:
+            crash.at("after_commit")
+            super().acknowledge(changes)
+
+    class CrashingResync(Resync):
+        def queue(self, queue: str, reason: str) -> MirrorResync:
+            record = super().queue(queue, reason)
+            crash.at("resynced")
+            return record
+
+        def rewound(self, queues: Sequence[str]) -> None:
+            super().rewound(queues)
+            crash.at("rewound")
+
+    return {"writer": CrashingWriter, "resync": CrashingResync}
+
+
+def crashing_mirror(r: "redis.Redis", crash: Crash, **options: Any) -> Mirror:
+    return Mirror(r, **crashing(crash), **options)
+
+
+# For a subprocess: `manage.py runmirror ARGS` whose process exits at POINT:N (see Crash), as if killed there.
+RUNMIRROR_EXITING = [
+    "-c",
+    "import django; django.setup(); from tests.mirror_fixtures import runmirror_exiting; runmirror_exiting()",
+]
+
+
+def runmirror_exiting() -> None:
+    from django.core.management import call_command
+
+    from jobconsole.management.commands import runmirror
+
+    point, _, n = sys.argv[1].partition(":")
+    parts = crashing(Exit(point, int(n or 1)))
+    build = runmirror.build_service
+    runmirror.build_service = lambda **options: build(**options, **parts)
+    call_command("runmirror", *sys.argv[2:])

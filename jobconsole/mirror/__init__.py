@@ -1,2 +1,3 @@
-"""The database mirror (Django side): `loop.Mirror` applies the events streams to the models;
-`loop.build_mirror()` configures it from settings. See `jobconsole.mirror.loop` for how it stays exact."""
+"""The database mirror (Django side): `loop.Mirror` applies the events streams to the models (see
+`jobconsole.mirror.loop` for how it stays exact, and for its parts); `service.build_service()` configures it
+from settings, with the chores of its leader."""

@@ -17,6 +17,8 @@ JOB_FIELDS = [
     "unique_key", "group", "enqueued_at", "run_at", "started_at", "finished_at", "heartbeat_at", "progress",
     "checkpoint", "worker", "error_class", "last_error", "cancel_requested", "reason", "in_redis", "synced_at",
 ]  # fmt: skip
+STATE = 1 + JOB_FIELDS.index("state")  # positions in a job_values() row
+FINISHED_AT = 1 + JOB_FIELDS.index("finished_at")
 ATTEMPT_FIELDS = [
     "attempt", "worker", "host", "pid", "started_at", "ended_at", "duration", "outcome", "error_class",
     "message", "traceback", "top_frame",

@@ -12,11 +12,21 @@ from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import MIRROR_GROUP as GROUP
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance, Retention
-from jobconsole.mirror.loop import LostLeadership, Mirror, SimulatedCrash
+from jobconsole.mirror.leader import LostLeadership
+from jobconsole.mirror.loop import Mirror
+from jobconsole.mirror.service import Chore, Chores, build_service
 from jobconsole.models import Attempt, DeadLetter, Job, MirrorCursor, MirrorResync, Queue
 from tests.conftest import PROJECT, PYTHON, manage_env
 from tests.mirror_fixtures import *  # noqa: F403
-from tests.mirror_fixtures import assert_db_matches_redis, database_url, run_worker
+from tests.mirror_fixtures import (
+    RUNMIRROR_EXITING,
+    Crash,
+    SimulatedCrash,
+    assert_db_matches_redis,
+    crashing_mirror,
+    database_url,
+    run_worker,
+)
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -90,16 +100,7 @@ def test_crash_mid_batch_then_restart_loses_nothing(client, r, engine_settings, 
     _start_mirrored(client, r)
     ids = _mixed_workload(client, r, n=120)
     for crash_on in (1, 2, 3):
-        m = Mirror(r, batch=50, block_ms=10)
-        batches = {"n": 0}
-
-        def fault(at, m=m, batches=batches, crash_on=crash_on):
-            if at == point:
-                batches["n"] += 1
-                if batches["n"] == crash_on:
-                    raise SimulatedCrash
-
-        m.fault = fault
+        m = crashing_mirror(r, Crash(point, crash_on), batch=50, block_ms=10)
         with pytest.raises(SimulatedCrash):
             m.drain()
         if point == "after_commit":  # committed but never acknowledged: still pending in the group
@@ -142,16 +143,12 @@ def test_trimmed_stream_is_noticed_and_resynchronised(client, mirror, r):
 
 def test_trimmed_pending_entries_are_a_gap_too(client, r, engine_settings):
     client.enqueue("examples.echo", {"first": True})
-    m = Mirror(r, batch=10, block_ms=10)
+    crash = Crash("before_commit", on=0)  # armed below, once the first events are applied
+    m = crashing_mirror(r, crash, batch=10, block_ms=10)
     m.drain()
     for i in range(20):
         client.enqueue("examples.echo", {"i": i})
-
-    def fault(at):
-        if at == "before_commit":
-            raise SimulatedCrash
-
-    m.fault = fault
+    crash.on = crash.seen + 1
     with pytest.raises(SimulatedCrash):
         m.drain()  # 10 entries delivered to the group (pending), none committed
     assert r.xpending(queue_keys("examples.echo").events, GROUP)["pending"] == 10
@@ -196,9 +193,9 @@ def test_a_deposed_leader_cannot_write(client, r, engine_settings):
     job = client.enqueue("examples.echo", {"z": 1})
     r.delete(keys.MIRROR_LOCK)  # the first leader froze past its lock's TTL
     second = Mirror(r, block_ms=10)
-    assert second.lead()
+    assert second.leadership.lead()
     # The frozen leader wakes up believing it still leads, with a batch in hand.
-    first._renewed = time.monotonic()
+    first.leadership._renewed = time.monotonic()
     with pytest.raises(LostLeadership):
         first.drain()
     assert not Job.objects.filter(id=job.id).exists()
@@ -246,13 +243,7 @@ def test_a_mirror_killed_while_it_handles_a_rollback_loses_no_waiting_job(client
     Mirror(r, block_ms=10).drain()
     r.delete(keys.MIRROR_LOCK)
     r.flushall()
-    dying = Mirror(r, block_ms=10)
-
-    def fault(at: str) -> None:
-        if at == point:
-            raise SimulatedCrash
-
-    dying.fault = fault
+    dying = crashing_mirror(r, Crash(point), block_ms=10)
     with pytest.raises(SimulatedCrash):
         dying.drain()
     assert client.get(waiting.id).state.value == "scheduled"  # put back before it died
@@ -286,10 +277,13 @@ def test_runmirror_killed_at_random_points_converges(client, r, redis_url, tmp_p
     env = manage_env(redis_url, tmp_path, DATABASE_URL=database_url(), JOBCONSOLE_MIRROR_LOCK_TTL="0.5")
     cmd = [PYTHON, str(PROJECT / "manage.py"), "runmirror", "--batch", "40"]
     rng = random.Random(4)
-    for fault in ("before_commit:2", "after_commit:3", "", "", "after_commit:1", ""):
-        proc = subprocess.Popen(cmd, env={**env, "JOBCONSOLE_MIRROR_FAULT": fault}, cwd=PROJECT)
+    for crash in ("before_commit:2", "after_commit:3", "", "", "after_commit:1", ""):
+        # Killed at a random moment; and at a chosen point first, when `crash` names one.
+        exiting = [PYTHON, *RUNMIRROR_EXITING, crash, "--batch", "40"]
+        proc = subprocess.Popen(exiting if crash else cmd, env=env, cwd=PROJECT)
         try:
-            proc.wait(timeout=rng.uniform(0.3, 1.5))
+            code = proc.wait(timeout=rng.uniform(0.3, 1.5))
+            assert code == 137, f"runmirror {crash or '(no crash)'} ended on its own with {code}"
         except subprocess.TimeoutExpired:
             proc.kill()  # SIGKILL wherever it is
             proc.wait()
@@ -320,11 +314,11 @@ def test_job_already_final_when_first_seen_keeps_its_history(client, mirror, r):
     client.enqueue("examples.fail", {"message": "warm-up"}, delay=3600)
     mirror.drain()
     job = client.enqueue("examples.fail", {"message": "late"}, max_retries=0)
-    mirror.batch = 1  # the 'enqueued' event alone in the first batch
+    mirror.reader.batch = 1  # the 'enqueued' event alone in the first batch
     mirror.step()
     run_worker(r, ["examples.fail"])
     mirror.step()  # still only the old 'enqueued' event (not yet: the worker ran after the read)
-    mirror.batch = 1000
+    mirror.reader.batch = 1000
     mirror.drain()
     row = Job.objects.get(id=job.id)
     assert row.state == "dead" and [a.outcome for a in row.history.all()] == ["failed"]
@@ -354,3 +348,35 @@ def test_mirror_starts_and_keeps_up_while_redis_is_full(client, engine_settings,
         mirror.release()
     finally:
         r.config_set("maxmemory", 0)
+
+
+def test_chores_run_each_at_its_interval_and_only_while_leading(engine_settings, r):
+    mirror = Mirror(r, block_ms=10)
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a failing chore is logged, the others still run")
+
+    chores = Chores(
+        mirror.leadership,
+        [Chore("broken", 0.0, broken), Chore("often", 0.0, lambda: ran.append("often")),
+         Chore("rarely", 3600.0, lambda: ran.append("rarely"), last=time.monotonic())],
+    )  # fmt: skip
+    chores.run_due()
+    assert ran == []  # not the leader
+    assert mirror.leadership.lead()
+    chores.run_due()
+    chores.run_due()
+    assert ran == ["often", "often"]  # "rarely" ran an hour ago
+    mirror.release()
+    chores.run_due()
+    assert ran == ["often", "often"]
+
+
+def test_the_service_wires_the_leader_chores(engine_settings, r):
+    service = build_service(r)
+    assert [c.name for c in service.chores.chores] == ["outbox relay", "database retention", "outbox prune"]
+    assert service.chores.leadership is service.mirror.leadership
+    service.burst()
+    assert not service.mirror.leader
+    assert all(c.last > 0 for c in service.chores.chores)  # the burst did each once, as the leader

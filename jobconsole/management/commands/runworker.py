@@ -56,10 +56,10 @@ class Command(BaseCommand):
         stop_mirror = threading.Event()
         mirror_thread: threading.Thread | None = None
         if not options["no_mirror"] and mirror_config()["IN_WORKER"]:
-            from jobconsole.mirror.loop import build_mirror
+            from jobconsole.mirror.service import build_service
 
-            mirror = build_mirror(name=worker.id)
-            mirror_thread = threading.Thread(target=mirror.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
+            service = build_service(name=worker.id)  # the mirror and its leader's chores, in one thread
+            mirror_thread = threading.Thread(target=service.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
             mirror_thread.start()
         worker.install_signal_handlers()
         try:

@@ -1,0 +1,248 @@
+"""Applying a batch of events to the database.
+
+The mirror does not replay event contents: for each job a batch touches it reads the job's current hash (and
+attempt history) from Redis in one pipeline and upserts it, so applying an old event again just rewrites the
+same (or a newer) state. The rows and each queue's cursor commit in one transaction, fenced by the leadership
+row; the entries are acknowledged only after the commit (a mirror killed in between applies them again)."""
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from django.db import connection, models, transaction
+
+from jobconsole.core.feed import EventFeed
+from jobconsole.core.job import Job as RedisJob
+from jobconsole.core.queries import Event, Queries, stream_time
+from jobconsole.core.states import TERMINAL_STATES, JobState
+from jobconsole.core.streams import StreamId, parse_id
+from jobconsole.mirror.cursors import Cursors
+from jobconsole.mirror.leader import Leadership
+from jobconsole.mirror.rows import (
+    ATTEMPT_FIELDS,
+    FINISHED_AT,
+    JOB_FIELDS,
+    STATE,
+    attempt_values,
+    dead_letter_row,
+    job_values,
+)
+from jobconsole.models import Attempt, DeadLetter, Job, Queue
+
+FINAL_CACHE = 200_000  # ids of jobs last written in a final state (skips re-reading them for old events)
+CHANGES_FINAL = frozenset({"requeued", "deleted", "expired", "edited"})
+CHUNK = 500  # ids per IN (...) clause
+
+
+@dataclass(slots=True)
+class _JobEvents:
+    queue: str
+    last: Event
+    history: bool = False  # some event closed an attempt: read the attempt list too
+    changes_final: bool = False  # an event that can change a finished job (requeue, delete, expiry, edit)
+    requeued_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What one batch writes, built from Redis before its transaction."""
+
+    synced: datetime
+    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values)
+    attempts: list[tuple[Any, ...]]  # Attempt rows (rows.attempt_values)
+    dead: list[DeadLetter]
+    deleted: list[str]  # ids of jobs deleted from Redis
+    gone: dict[str, list[str]]  # state to record (or '') -> ids whose hash is gone (expired or TTL)
+    requeued: dict[str, datetime]  # job id -> when it was requeued out of the dead letters
+    paused: dict[str, Event]  # queue -> its last pause or resume
+    entries: dict[str, list[str]]  # queue -> the entry ids applied
+    tops: dict[str, StreamId]  # queue -> the newest entry applied
+    finished: list[tuple[str, datetime]]  # (job id, Redis finish time) of the jobs written final
+
+
+@dataclass(slots=True)
+class BatchStats:
+    events: int
+    jobs: int
+    rows: int
+    seconds: float
+    committed_at: float  # time.time() just after the commit
+    finished: list[tuple[str, datetime]] = field(default_factory=list)  # (job id, Redis finish time)
+
+
+class Writer:
+    def __init__(self, queries: Queries, feed: EventFeed, leadership: Leadership, cursors: Cursors) -> None:
+        self.queries = queries
+        self.feed = feed
+        self.leadership = leadership
+        self.cursors = cursors
+        self.events_applied = 0
+        self.rows_written = 0
+        self.on_batch: Callable[[BatchStats], None] | None = None  # after each acknowledged batch (bench/)
+        self._final: OrderedDict[str, None] = OrderedDict()
+
+    def forget(self) -> None:
+        """Drop the cache of final jobs (a new leader, or Redis may have forgotten jobs it says are final)."""
+        self._final.clear()
+
+    def apply(self, events: list[Event]) -> int:
+        """Write the current Redis state of every job these events touch, commit, then acknowledge."""
+        started = time.monotonic()
+        changes, jobs = self._changes(events)
+        with transaction.atomic():
+            self.save(changes)
+        committed_at = time.time()
+        for job_id, _ in changes.finished:
+            self._final[job_id] = None
+        for job_id in changes.deleted:
+            self._final.pop(job_id, None)
+        while len(self._final) > FINAL_CACHE:
+            self._final.popitem(last=False)
+        for queue, top in changes.tops.items():
+            self.cursors.advance(queue, top)
+        self.acknowledge(changes)
+        self.events_applied += len(events)
+        written = len(changes.rows) + len(changes.attempts) + len(changes.dead) + len(changes.deleted)
+        self.rows_written += written
+        if self.on_batch:
+            self.on_batch(
+                BatchStats(len(events), jobs, written, time.monotonic() - started, committed_at, changes.finished)
+            )
+        return len(events)
+
+    def _changes(self, events: list[Event]) -> tuple[Changes, int]:
+        """The rows these events call for, from the jobs' current hashes; and how many jobs they touch."""
+        synced = datetime.now(UTC)
+        jobs: dict[str, _JobEvents] = {}
+        entries: dict[str, list[str]] = {}
+        paused: dict[str, Event] = {}
+        for e in events:
+            entries.setdefault(e.queue, []).append(e.id)
+            if not e.job:
+                if e.name in ("paused", "resumed"):
+                    paused[e.queue] = e
+                continue
+            j = jobs.get(e.job)
+            if j is None:
+                j = jobs[e.job] = _JobEvents(e.queue, e)
+            j.last = e
+            if "entry" in e.fields:
+                j.history = True
+            if e.name in CHANGES_FINAL:
+                j.changes_final = True
+                self._final.pop(e.job, None)
+            if e.name == "requeued" and e.fields.get("from") == "dead":
+                j.requeued_at = stream_time(e.id)
+        for job_id in [i for i, j in jobs.items() if i in self._final and not j.changes_final]:
+            # Already written in a final state, and nothing in this batch can change a final job:
+            # these are older events of it (the mirror read its hash when it was already finished).
+            del jobs[job_id]
+        read = self.queries.jobs_by_id(
+            [(j.queue, job_id) for job_id, j in jobs.items()], history={i for i, j in jobs.items() if j.history}
+        )
+        found: dict[str, RedisJob | None] = dict(zip(jobs, read, strict=True))
+        # A job already final when we read it is written (and remembered) as final now, so later events
+        # that carry its attempts will be skipped: read its history now if no event of this batch did.
+        late = [
+            i for i, job in found.items() if job is not None and not jobs[i].history and job.state in TERMINAL_STATES
+        ]  # fmt: skip
+        for job_id, history in zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True):
+            found[job_id] = replace(cast(RedisJob, found[job_id]), history=history)
+        rows: list[tuple[Any, ...]] = []
+        attempts: list[tuple[Any, ...]] = []
+        dead: list[DeadLetter] = []
+        deleted: list[str] = []
+        gone: dict[str, list[str]] = {}
+        requeued: dict[str, datetime] = {}
+        finished: list[tuple[str, datetime]] = []
+        for job_id, j in jobs.items():
+            if j.requeued_at is not None:
+                requeued[job_id] = j.requeued_at
+            job = found[job_id]
+            if job is None:
+                if j.last.name == "deleted":
+                    deleted.append(job_id)
+                else:
+                    state = j.last.fields.get("state", "")
+                    gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
+                continue
+            row = job_values(job, synced)
+            rows.append(row)
+            job_attempts = attempt_values(job_id, job.history)
+            attempts.extend(job_attempts)
+            state, finished_at = row[STATE], row[FINISHED_AT]
+            if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
+                dead.append(letter)
+            if finished_at is not None and state in TERMINAL_STATES:
+                finished.append((job_id, finished_at))
+        tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
+        changes = Changes(synced, rows, attempts, dead, deleted, gone, requeued, paused, entries, tops, finished)
+        return changes, len(jobs)
+
+    def save(self, changes: Changes) -> None:
+        """Write a batch in the current transaction, fenced, with each queue's cursor."""
+        self.leadership.fence()
+        self.write(changes.rows, changes.attempts, changes.dead)
+        for job_id, requeued_at in changes.requeued.items():
+            DeadLetter.objects.filter(job_id=job_id, resubmitted_at__isnull=True, died_at__lte=requeued_at).update(
+                resubmitted_at=requeued_at
+            )
+        for start in range(0, len(changes.deleted), CHUNK):
+            Job.objects.filter(id__in=changes.deleted[start : start + CHUNK]).delete()
+        for state, ids in changes.gone.items():
+            fields: dict[str, Any] = {"in_redis": False, "synced_at": changes.synced}
+            if state:
+                fields["state"] = state
+            for start in range(0, len(ids), CHUNK):
+                Job.objects.filter(id__in=ids[start : start + CHUNK]).update(**fields)
+        for queue, e in changes.paused.items():
+            Queue.objects.update_or_create(
+                name=queue, defaults={"paused": e.name == "paused", "changed_at": stream_time(e.id)}
+            )
+        for queue, ids in changes.entries.items():
+            self.cursors.save(queue, changes.tops[queue], len(ids))
+
+    def acknowledge(self, changes: Changes) -> None:
+        """Acknowledge a committed batch's entries (until then they stay pending, for the next leader)."""
+        self.feed.ack(changes.entries)
+
+    @staticmethod
+    def write(rows: list[tuple[Any, ...]], attempts: list[tuple[Any, ...]], dead: list[DeadLetter]) -> None:
+        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction)."""
+        if rows:
+            _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows)
+        if attempts:
+            columns = ["job_id", "number", *ATTEMPT_FIELDS]
+            _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts)
+        if dead:
+            DeadLetter.objects.bulk_create(dead, ignore_conflicts=True)
+
+
+def _upsert(
+    model: type[models.Model], columns: list[str], conflict: list[str], update: list[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """INSERT ... ON CONFLICT DO UPDATE in raw SQL: the ORM's bulk_create(update_conflicts=True) compiles every
+    value on its own, and this is the mirror's hot path."""
+    qn = connection.ops.quote_name
+    head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(c) for c in columns)}) "
+    tail = (
+        f" ON CONFLICT ({', '.join(qn(c) for c in conflict)}) "
+        f"DO UPDATE SET {', '.join(f'{qn(c)} = EXCLUDED.{qn(c)}' for c in update)}"
+    )
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # One statement, one array per column: the same query text every time (parsed once).
+            types = [model._meta.get_field(c).db_type(connection) for c in columns]
+            unnest = ", ".join(f"%s::{t}[]" for t in types)
+            cursor.execute(
+                f"{head}SELECT * FROM unnest({unnest}){tail}", [list(col) for col in zip(*rows, strict=True)]
+            )
+            return
+        # SQLite (and others): sqlite3's C loop over one prepared statement. Datetimes are stored as
+        # Django stores them (naive UTC text), so lookups and ordering keep working.
+        adapt = connection.ops.adapt_datetimefield_value
+        rows = [tuple(adapt(v) if isinstance(v, datetime) else v for v in row) for row in rows]
+        cursor.executemany(f"{head}VALUES ({', '.join(['%s'] * len(columns))}){tail}", rows)
