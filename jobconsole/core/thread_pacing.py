@@ -13,7 +13,7 @@ share the process: a busy mirror must not make I/O-bound tasks run on fewer thre
   of them can wait at once (growing fast: a waiting job costs more than a spare thread).
 - Jobs waiting and no task finished for STARVED_AFTER_S: one thread more at once (slow tasks hold every
   active thread; the jobs behind them must not wait for the next look).
-- Tasks that are not short (see Worker._prefetch), or a worker stopping: every thread.
+- Tasks that are not short (see prefetch_count in core/worker/exchange.py), or a worker stopping: every thread.
 
 `concurrency` stays the upper bound: never more tasks at once than configured.
 """
