@@ -33,8 +33,7 @@ SWITCH_INTERVAL_S = 0.001  # see Worker.run
 
 
 class Worker:
-    """Claims jobs under leases and runs them (threads for sync tasks, an event loop for async ones) until
-    stopped; its parts heartbeat, report outcomes in batches and shut down by policy."""
+    """A worker: claims jobs under leases and runs them (sync tasks on threads, async ones on an event loop)."""
 
     def __init__(
         self,
@@ -162,6 +161,7 @@ class Worker:
         return self.processed
 
     def _dispatch_loop(self) -> None:
+        """Report, claim and wait in turn until stopped, out of work (burst) or done with --max-tasks."""
         exchange, idle, shutdown, stop, running = self.exchange, self.idle, self.shutdown, self._stop, self.running
         backoff = 0.1
         while True:
@@ -193,6 +193,7 @@ class Worker:
                 exchange.orphans_possible = True
 
     def _done_with_max_tasks(self) -> bool:
+        """--max-tasks jobs claimed, and all of them reported."""
         return self.max_tasks is not None and self.launcher.claimed >= self.max_tasks and not self.running
 
     def _pace(self) -> None:

@@ -21,14 +21,14 @@ PREFETCH_BELOW_MS = 20.0  # prefetch only while the average task takes less than
 PREFETCH_WORK_MS = 10.0  # then claim about this much work ahead per task thread: fewer round trips per job,
 PREFETCH_MAX = 100  # at most this many jobs, so that one worker does not hoard a burst others could run,
 PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on a claim round trip
-IDLE_REGISTRATION_MS = 1500  # outlives the longest idle block (1 s); every claim renews or drops it
+IDLE_REGISTRATION_MS = 1500  # outlives idle.LONGEST_BLOCK_S, since only a claim renews (or drops) it
 GATHER_WINDOW_S = 0.002
 
 
 def prefetch_count(avg_runtime_ms: float, threads: int) -> int:
     """Extra jobs to claim ahead of the free slots, for tasks averaging `avg_runtime_ms` on `threads` threads."""
-    # The shorter the tasks, the more: a claim round trip and its thread hand-offs cost about as much as a
-    # no-op task. None for long tasks, so that a claimed job never waits behind another while workers idle.
+    # More the shorter the tasks, as a claim round trip and its hand-offs cost about as much as a no-op task,
+    # and none for long ones, so that a claimed job never waits behind another while other workers idle.
     if avg_runtime_ms >= PREFETCH_BELOW_MS:
         return 0
     ahead = int(PREFETCH_WORK_MS * threads / max(avg_runtime_ms, 0.001))
@@ -113,8 +113,8 @@ class Exchange:
         return max(0, free)
 
     def gather(self, window: float = GATHER_WINDOW_S) -> int:
-        """Jobs to claim, after letting more running jobs finish for at most `window` seconds while few slots
-        are free, so that one round trip reports many outcomes and claims their successors."""
+        """Jobs to claim, once more running jobs have finished (for at most `window` seconds) if few slots are free."""
+        # Waiting lets one round trip report many outcomes and claim their successors.
         prefetch = self.prefetch()
         if prefetch == 0:
             # Long tasks have nothing claimed ahead: a free slot is an idle thread, which waiting would keep idle.
@@ -136,8 +136,8 @@ class Exchange:
     # --- the round trip ---------------------------------------------------------------------------
 
     def report_and_claim(self, want: int) -> int:
-        """Report every collected outcome and claim up to `want` jobs from the first queue in one round trip,
-        then from later queues in order while slots remain. Returns jobs started."""
+        """Report the collected outcomes and claim up to `want` jobs in one round trip; returns jobs started."""
+        # The first queue is asked in the same round trip; later queues, in order, only while slots remain.
         calls, owners, outcomes = self._outcome_calls()
         if want > 0:
             calls.append(self._claim_call(self._queues[0], want))
@@ -178,8 +178,8 @@ class Exchange:
         self.report_and_claim(0)
 
     def release_orphans(self) -> None:
-        """Stop being offered jobs as an idle worker, and give back jobs leased to us that we never received
-        (a claim whose reply was lost, or a job handed to our inbox while we were stopping)."""
+        """Leave the idle workers, and give back the jobs leased to us that we never received."""
+        # A claim whose reply was lost, or a job handed to our inbox while we were stopping, has no one to run it.
         for queue in self._queues:
             held = [job_id for job_id, job in self._running.items() if job.queue == queue]
             for job_id in self._store.release_orphans(queue, self._identity, held):
@@ -194,6 +194,7 @@ class Exchange:
             log.warning("worker=%s could not give back unreceived jobs on exit (%s)", self._identity.id, exc)
 
     def _claim_call(self, queue: str, count: int) -> Call[Claimed]:
+        """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping."""
         idle_ms = 0 if self._burst or self._stop.count else IDLE_REGISTRATION_MS
         return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms)
 
@@ -219,6 +220,7 @@ class Exchange:
         return calls, owners, outcomes
 
     def _outcome_call(self, o: Outcome) -> Call[Any]:
+        """The script call reporting one failure or release."""
         if o.kind is Kind.RELEASE:
             reason = "worker shutting down (on_shutdown=requeue)"
             return self._store.release_call(o.job.queue, o.job.id, o.job.token, reason)
@@ -228,6 +230,7 @@ class Exchange:
         )  # fmt: skip
 
     def _apply_reports(self, owners: list[list[Outcome]], replies: list[Any]) -> None:
+        """Log and forget the reported outcomes; keep those Redis did not get for the next round trip."""
         for batch, reply in zip(owners, replies, strict=True):
             if isinstance(reply, RETRYABLE_ERRORS):
                 self.pending.extend(batch)
@@ -243,6 +246,7 @@ class Exchange:
             self._forget(batch)
 
     def _log_outcome(self, o: Outcome, code: Any) -> None:
+        """Count one reported outcome and log it by what Redis answered."""
         accepted = code.recorded if isinstance(code, Failed) else bool(code)  # Failed, Ack or release's bool
         if accepted and o.kind is Kind.COMPLETE:
             self.processed += 1
@@ -269,5 +273,6 @@ class Exchange:
             log.info("job requeued on shutdown job=%s task=%s", o.job.id, o.job.task.name)
 
     def _forget(self, batch: list[Outcome]) -> None:
+        """Take reported jobs out of the running-jobs table."""
         for o in batch:
             self._running.pop(o.job.id, None)

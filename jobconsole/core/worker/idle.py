@@ -13,7 +13,7 @@ from jobconsole.core.thread_pacing import STARVED_AFTER_S
 from jobconsole.core.worker.exchange import Exchange
 from jobconsole.core.worker.launcher import Launcher
 
-LONGEST_BLOCK_S = 1.0  # exchange.IDLE_REGISTRATION_MS outlives it
+LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
 BUSY_BLOCK_S = 0.05  # while jobs run, so that their outcomes are collected soon after
 FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
 BEGIN_WAIT_S = 0.005
@@ -82,8 +82,8 @@ class IdleWait:
             self._results.put(run_sync(job))
 
     def _pop_handed_off(self, timeout: float, *, run_here: bool) -> RunningJob | None:
-        """Block on our inboxes (an enqueue leased its job to us) and the queues' wake lists (an enqueue asks
-        for a claim); returns the job handed to us, started, or left for the caller to run (run_here)."""
+        """Block on our inboxes and the queues' wake lists; returns a job handed to us (run_here: to run here)."""
+        # An enqueue leases its job to an idle worker's inbox, or pushes a wake-up token for the dispatcher to claim.
         handed = self._store.wait_for_work(self._identity, self._queues, timeout)
         if handed is None or handed.lease is None:
             return None

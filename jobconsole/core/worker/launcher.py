@@ -58,8 +58,8 @@ class Launcher:
         announce: bool = False,
         run_here: bool = False,
     ) -> RunningJob | None:
-        """Run a job leased to us, received at monotonic time `received`, when Redis's clock read at least
-        `redis_now_ms` (default: now, by our clock of Redis); run_here leaves a sync task to the caller."""
+        """Start a job leased to us, received at monotonic `received`, no later than Redis time `redis_now_ms`."""
+        # run_here: a sync task is entered in the table but left for the calling thread to run.
         self.claimed += 1
         job_id, token, task_name, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at = leased
         task = self._tasks.find(task_name)
@@ -114,9 +114,11 @@ class Launcher:
             self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _results_put(self, future: "Future[Outcome]") -> None:
+        """An async task's outcome onto the results queue."""
         self._results.put(future.result())
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop of async tasks, started on its thread with the first of them."""
         if self._loop is None:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="jc-asyncio", daemon=True).start()

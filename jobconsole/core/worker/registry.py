@@ -54,8 +54,7 @@ class Registration:
         self.started_at_ms = 0  # Redis time, set by start()
 
     def start(self) -> None:
-        """Clear our inboxes, load the scripts, announce our queues and tasks, and register; retried until
-        Redis answers."""
+        """Clear our inboxes, load the scripts, announce our queues and tasks, and register, retrying until done."""
         worker_id = self._identity.id
         while True:
             try:

@@ -97,6 +97,7 @@ class Shutdown:
         return False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM/SIGINT: the first starts the shutdown, the second exits at once."""
         self._stop.count += 1
         if self._stop.count >= 2:
             log.warning(
