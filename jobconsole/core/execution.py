@@ -22,6 +22,8 @@ ENGINE_DIR = str(Path(__file__).parent)
 
 
 class Kind(StrEnum):
+    """How an outcome is reported."""
+
     COMPLETE = "complete"
     FAIL = "fail"  # recorded by fail.lua; it decides retry, dead or failed
     RELEASE = "release"  # put back without using an attempt
@@ -29,6 +31,8 @@ class Kind(StrEnum):
 
 @dataclass
 class RunningJob:
+    """A job leased to this worker, from its claim until its outcome is reported."""
+
     id: str
     queue: str
     token: str
@@ -57,8 +61,8 @@ class RunningJob:
     cancel_requested: bool = False
 
     def lease_fresh(self) -> bool:
-        """Safe to start: renewed recently (heartbeats come every third of the lease). A prefetched job
-        that waited in a process that was frozen or cut off may have been given to another worker."""
+        """Safe to start: not lost, and renewed within two thirds of the lease (heartbeats come every third)."""
+        # A prefetched job that waited in a frozen or cut-off process may have been given to another worker.
         return not self.lost and time.monotonic() - self.renewed < self.lease_s * 2 / 3
 
     def interrupt(self, exc_type: type[BaseException]) -> bool:
@@ -77,6 +81,8 @@ class RunningJob:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """How a job ended, as the worker reports it."""
+
     job: RunningJob
     kind: Kind
     runtime_ms: int
@@ -144,16 +150,19 @@ async def run_async(job: RunningJob) -> Outcome:
 
 
 def _kwargs(job: RunningJob) -> dict[str, Any]:
+    """The task's keyword arguments: its params, and its context if it takes one."""
     if job.task.context_param and job.context is not None:
         return {**job.params, job.task.context_param: job.context}
     return job.params
 
 
 def _runtime_ms(job: RunningJob) -> int:
+    """Milliseconds since the task began."""
     return int((time.monotonic() - job.started) * 1000)
 
 
 def success(job: RunningJob, result: Any) -> Outcome:
+    """The outcome of a task that returned `result` (a failure if it is not JSON)."""
     if result is None:  # most tasks return nothing: skip the encoder
         return Outcome(job, Kind.COMPLETE, _runtime_ms(job), result_json="null")
     try:
@@ -164,6 +173,7 @@ def success(job: RunningJob, result: Any) -> Outcome:
 
 
 def failure(job: RunningJob, exc: BaseException) -> Outcome:
+    """The outcome of a task that raised `exc` or was stopped: failed, retried, cancelled or given back."""
     runtime = _runtime_ms(job)
     error = describe(exc)
     if isinstance(exc, WorkerShutdown) or job.interrupted:
@@ -178,9 +188,8 @@ def failure(job: RunningJob, exc: BaseException) -> Outcome:
     if isinstance(exc, Retry):
         delay = exc.delay if exc.delay is not None else job.task.next_retry_delay(job.attempt)
         return Outcome(job, Kind.FAIL, runtime, status="failed", retry=True, delay_ms=int(delay * 1000), error=error)
-    # A task stopped by LeaseLost did nothing wrong: the lease may have run out while Redis was unreachable.
-    # If another worker owns the job now, this report is refused (stale token); if not, the job is retried
-    # like one whose worker died, and never dead-lettered by the task's retry_on policy.
+    # A task stopped by LeaseLost did nothing wrong (Redis was unreachable past its lease), so its job is retried
+    # like one whose worker died, never dead-lettered by retry_on, and refused as stale if another worker has it.
     retry = isinstance(exc, LeaseLost) or (not isinstance(exc, PermanentError) and job.task.retries(exc))
     delay = job.task.next_retry_delay(job.attempt) if retry else 0.0
     return Outcome(job, Kind.FAIL, runtime, status="failed", retry=retry, delay_ms=int(delay * 1000), error=error)

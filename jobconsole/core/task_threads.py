@@ -13,6 +13,8 @@ from jobconsole.core.execution import Outcome, RunningJob, run_sync
 
 
 class TaskThreads:
+    """The threads that run sync tasks; only the first `active` of them take jobs."""
+
     def __init__(self, count: int, results: "queue.SimpleQueue[Outcome]", name: str = "jc-task") -> None:
         self._jobs: queue.SimpleQueue[RunningJob | Callable[[], None] | None] = queue.SimpleQueue()
         self._results = results
@@ -39,6 +41,7 @@ class TaskThreads:
         return self._jobs.qsize()
 
     def set_active(self, active: int) -> None:
+        """Let the first `active` threads take jobs (at least one, at most all)."""
         active = max(1, min(active, len(self._threads)))
         if active == self._active:
             return
@@ -49,6 +52,7 @@ class TaskThreads:
                 self._gate.notify_all()
 
     def submit(self, job: RunningJob) -> None:
+        """Queue a claimed job for the next free thread."""
         self._jobs.put(job)
 
     def call(self, chore: Callable[[], None]) -> None:
@@ -56,8 +60,8 @@ class TaskThreads:
         self._jobs.put(chore)
 
     def stop(self) -> None:
-        """Let each thread exit after the jobs already queued (run_sync releases those not yet begun
-        once shutdown marks them)."""
+        """Let each thread exit once the jobs already queued are done."""
+        # Queued jobs do not delay the exit: run_sync gives back those that shutdown marked before they began.
         with self._gate:
             self._stopping = True
             self._gate.notify_all()
@@ -65,6 +69,7 @@ class TaskThreads:
             self._jobs.put(None)
 
     def _run(self, index: int) -> None:
+        """Thread `index`: wait at the gate while not active, then run the next job or chore."""
         jobs, results, gate = self._jobs, self._results, self._gate
         while True:
             if index >= self._active and not self._stopping:

@@ -1,19 +1,18 @@
 """How many of a worker's task threads take jobs: the fewest that keep the process busy.
 
-Sync tasks share one GIL. While tasks are short, every thread the dispatcher wakes runs a few microseconds
-of Python and then waits for the GIL: with the default ten threads a no-op job cost this VM 0.21 ms of
-worker CPU (most of it futex waits and context switches), with three 0.14 ms, and one process did a third
-more jobs. The right number depends on how much of a task is waiting (I/O) and how much is Python, so it
-is measured, not configured: every PACE_EVERY_S the pacer looks at the share of a core that the job
-pipeline's threads used (the dispatcher and the task threads, not a mirror or maintenance thread that may
-share the process: a busy mirror must not make I/O-bound tasks run on fewer threads).
+Sync tasks share one GIL. While tasks are short, every thread the dispatcher wakes runs a little Python and
+then waits for the GIL, so fewer threads spend less CPU per job on wake-ups and context switches. The right
+number depends on how much of a task is waiting (I/O) and how much is Python, so it is measured, not
+configured: every PACE_EVERY_S the pacer looks at the share of a core that the job pipeline's threads used
+(the dispatcher and the task threads, not a mirror or maintenance thread that may share the process: a busy
+mirror must not make I/O-bound tasks run on fewer threads).
 
 - Near a whole core (the GIL is the limit): one thread fewer; the others lose nothing by it.
 - Well under a core while jobs wait for a thread: twice as many threads; the tasks wait on I/O and more
   of them can wait at once (growing fast: a waiting job costs more than a spare thread).
 - Jobs waiting and no task finished for STARVED_AFTER_S: one thread more at once (slow tasks hold every
   active thread; the jobs behind them must not wait for the next look).
-- Tasks that are not short (see Worker._prefetch), or a worker stopping: every thread.
+- Tasks that are not short (see prefetch_count in core/worker/exchange.py), or a worker stopping: every thread.
 
 `concurrency` stays the upper bound: never more tasks at once than configured.
 """
@@ -29,6 +28,8 @@ MIN_ACTIVE = 3  # a slow task or two never hold every active thread; three overl
 
 
 class ThreadPacer:
+    """Decides how many task threads take jobs, from the pipeline's share of a core and the jobs waiting."""
+
     def __init__(self, limit: int, cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.limit = limit
         self.active = limit  # start as configured; shrink only once the process shows it is GIL-bound
@@ -42,6 +43,7 @@ class ThreadPacer:
         self._last_outcome_at = self._looked_at
 
     def outcome_seen(self, now: float) -> None:
+        """A task finished at `now`."""
         self._last_outcome_at = now
 
     def starved(self, now: float, backlog: int) -> bool:
@@ -69,16 +71,17 @@ class ThreadPacer:
         return self.active != before
 
     def open_all(self) -> None:
+        """Every thread takes jobs (the worker is stopping)."""
         self.active = self.limit
 
 
 def threads_cpu_clock(threads: Callable[[], Iterable[int | None]]) -> Callable[[], float]:
-    """A clock of the CPU seconds the given threads (by ident) have used, each read from the thread's own
-    CPU clock; the whole process's CPU time where the platform has no such clocks."""
+    """A clock of the CPU seconds the given threads (by ident) have used, from each thread's own CPU clock."""
     if not hasattr(time, "pthread_getcpuclockid"):
-        return time.process_time
+        return time.process_time  # no per-thread clocks here: the whole process's CPU time is the nearest
 
     def cpu_seconds() -> float:
+        """CPU seconds used by the threads alive now."""
         total = 0.0
         for ident in threads():
             if ident is None:  # not started yet

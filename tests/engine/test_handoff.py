@@ -157,7 +157,7 @@ def test_a_worker_on_its_way_out_gives_back_a_handed_job_without_using_an_attemp
     r.zadd(K.idle, {worker.identity.idle_member: _redis_ms(r) + 10_000})
     job_id = client.enqueue("t.ok").id  # handed to it just as it stopped watching its inbox
     assert client.get(job_id).state is JobState.RUNNING
-    worker._leave()
+    worker.exchange.leave()
     job = client.get(job_id)
     assert job.state is JobState.QUEUED and job.attempts == 0
     assert [a.outcome for a in job.history] == ["requeued"]
@@ -174,12 +174,12 @@ def test_the_lease_counts_from_when_it_began_not_from_when_the_worker_read_it(
     assert handed.state is JobState.RUNNING
     payload = decode_lease(json.loads(r.lpop(K.inbox("w"))))
     worker = Worker(r, ["q"], registry, name="w", maintenance=False)
-    fresh = worker._start("q", payload, time.monotonic())
+    fresh = worker.launcher.start("q", payload, time.monotonic())
     assert fresh is not None and fresh.lease_fresh()
     assert fresh.next_heartbeat - time.monotonic() > 30.0 / 3 - 1  # 30 s lease, granted just now
 
     late = payload._replace(leased_at=payload.leased_at - 25_000)  # granted 25 s before it was read
-    job = Worker(r, ["q"], registry, name="w2", maintenance=False)._start("q", late, time.monotonic())
+    job = Worker(r, ["q"], registry, name="w2", maintenance=False).launcher.start("q", late, time.monotonic())
     assert job is not None
     assert not job.lease_fresh()  # 5 s of a 30 s lease left: not started, given back instead
     assert job.next_heartbeat <= time.monotonic()  # and renewed at the heartbeat thread's next pass

@@ -433,7 +433,7 @@ def test_claim_whose_reply_was_lost_is_given_back_without_using_an_attempt(
     claim(r, "q", 1, "worker-b", pid=2)
     worker = Worker(r, ["q"], registry, name="worker-a", maintenance=False)
     worker.running[kept] = SimpleNamespace(queue="q")  # type: ignore[assignment]  # the reply that did arrive
-    worker._release_orphans()
+    worker.exchange.release_orphans()
     assert client.get(kept).state is JobState.RUNNING  # known to the worker: left alone
     assert client.get(other).state is JobState.RUNNING  # another worker's: left alone
     job = client.get(orphan)
@@ -497,7 +497,7 @@ def test_worker_registry_reads_redis_clock_not_the_hosts(
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() + 3600)  # this host's clock is an hour fast
     worker = Worker(r, ["q"], registry, maintenance=False)
-    worker._startup()
+    worker.registration.start()
     try:
         seconds, micros = r.time()
         redis_ms = int(seconds) * 1000 + int(micros) // 1000
@@ -506,7 +506,7 @@ def test_worker_registry_reads_redis_clock_not_the_hosts(
         assert abs(int(info["started_at"]) - redis_ms) < 5000
         assert abs(int(r.zscore(keys.WORKERS, worker.id) or 0) - redis_ms) < 5000
     finally:
-        worker._unregister()
+        worker.registration.remove()
 
 
 def test_prefetch_covers_more_jobs_the_shorter_they_are_within_bounds() -> None:
@@ -525,17 +525,19 @@ def test_a_freed_slot_is_claimed_at_once_while_tasks_are_long(r: "redis.Redis", 
 
     worker = Worker(r, ["q"], registry, concurrency=4, maintenance=False)
     try:
-        worker._pending = [Outcome(job=None, kind=Kind.COMPLETE, runtime_ms=50)]  # _gather only counts them
-        worker.running = dict.fromkeys(["a", "b", "c", "d"])
-        worker._avg_runtime_ms = 50.0  # nothing claimed ahead
+        exchange = worker.exchange
+        exchange.pending = [Outcome(job=None, kind=Kind.COMPLETE, runtime_ms=50)]  # gather only counts them
+        worker.running.update(dict.fromkeys(["a", "b", "c", "d"]))
+        exchange.avg_runtime_ms = 50.0  # nothing claimed ahead
         began = time.monotonic()
-        assert worker._gather(window=1.0) == 1
+        assert exchange.gather(window=1.0) == 1
         assert time.monotonic() - began < 0.5
 
-        worker._avg_runtime_ms = 1.0  # short tasks: 40 claimed ahead, most of them still held
-        worker.running = dict.fromkeys(str(i) for i in range(40))
+        exchange.avg_runtime_ms = 1.0  # short tasks: 40 claimed ahead, most of them still held
+        worker.running.clear()
+        worker.running.update(dict.fromkeys(str(i) for i in range(40)))
         began = time.monotonic()
-        assert worker._gather(window=0.3) == 5  # 4 slots + 40 ahead - 40 held + 1 finished
+        assert exchange.gather(window=0.3) == 5  # 4 slots + 40 ahead - 40 held + 1 finished
         assert time.monotonic() - began >= 0.3
     finally:
         worker._threads.stop()

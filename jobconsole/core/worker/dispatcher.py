@@ -1,0 +1,212 @@
+"""The Worker: builds its parts, and runs the dispatch loop that drives them and paces the task threads."""
+
+import logging
+import os
+import queue as stdqueue
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+import redis
+
+from jobconsole.core.connection import require_decoded, without_retries
+from jobconsole.core.execution import Outcome, RunningJob
+from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
+from jobconsole.core.store import Store, WorkerIdentity
+from jobconsole.core.task_threads import TaskThreads
+from jobconsole.core.tasks import TaskRegistry, default_registry
+from jobconsole.core.thread_pacing import ThreadPacer, threads_cpu_clock
+from jobconsole.core.worker.clock import RedisClock
+from jobconsole.core.worker.exchange import PREFETCH_BELOW_MS, Exchange
+from jobconsole.core.worker.heartbeats import Heartbeats
+from jobconsole.core.worker.idle import IdleWait
+from jobconsole.core.worker.launcher import Launcher
+from jobconsole.core.worker.registry import Registration
+from jobconsole.core.worker.shutdown import Shutdown, StopRequests
+
+log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
+
+SWITCH_INTERVAL_S = 0.001  # see Worker.run
+
+
+class Worker:
+    """A worker: claims jobs under leases and runs them (sync tasks on threads, async ones on an event loop)."""
+
+    def __init__(
+        self,
+        connection: "redis.Redis",
+        queues: Sequence[str],
+        registry: TaskRegistry | None = None,
+        *,
+        concurrency: int = 10,
+        max_tasks: int | None = None,
+        burst: bool = False,
+        burst_horizon: float = 0.0,
+        maintenance: bool = True,
+        events_maxlen: int = 100_000,
+        retention: Retention | None = None,
+        shutdown_grace: float = 10.0,
+        name: str | None = None,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        require_decoded(connection)
+        self.redis = without_retries(connection)
+        self.store = Store(self.redis, events_maxlen=events_maxlen)
+        self.queues = list(dict.fromkeys(queues))  # claim order = the order given
+        self.registry = registry if registry is not None else default_registry
+        self.concurrency = concurrency
+        self.max_tasks = max_tasks
+        self.burst = burst
+        self.burst_horizon_ms = int(burst_horizon * 1000)  # burst also waits for jobs due this soon
+        self.events_maxlen = events_maxlen
+        self.retention = retention or Retention()
+        self.shutdown_grace = shutdown_grace
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
+        self.identity = WorkerIdentity(self.id, self.host, self.pid)
+        self.maintenance = (
+            Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention) if maintenance else None
+        )
+        self.running: dict[str, RunningJob] = {}  # every job leased to us and received, until its report
+        self._results: stdqueue.SimpleQueue[Outcome] = stdqueue.SimpleQueue()
+        self._threads_stop = threading.Event()
+        self._threads = TaskThreads(concurrency, self._results)
+        self._dispatcher_ident: int | None = None  # the thread that calls run()
+        self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
+        self._stop = StopRequests()
+        self.clock = RedisClock(self.store)
+        self.heartbeats = Heartbeats(self.store, self.running, self.id)
+        self.launcher = Launcher(
+            self.store, self.registry, self.running, self._results, self._threads, self.clock,
+            self.heartbeats.from_task, worker_id=self.id,
+        )  # fmt: skip
+        self.exchange = Exchange(
+            self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,
+            self._pacer, self._stop, concurrency=concurrency, max_tasks=max_tasks, burst=burst,
+            retention=self.retention,
+        )  # fmt: skip
+        self.registration = Registration(
+            self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,
+            self.exchange, self._stop, concurrency=concurrency,
+        )  # fmt: skip
+        self.idle = IdleWait(
+            self.store, self.identity, self.queues, self.running, self._results, self._threads, self.launcher,
+            self.exchange, concurrency=concurrency,
+        )  # fmt: skip
+        self.shutdown = Shutdown(
+            self._stop, self.running, self._threads, self._pacer, self.exchange, self.registration,
+            concurrency=concurrency, grace=shutdown_grace, worker_id=self.id,
+        )  # fmt: skip
+
+    @property
+    def claimed(self) -> int:
+        """Leases received so far."""
+        return self.launcher.claimed
+
+    @property
+    def processed(self) -> int:
+        """Jobs completed so far."""
+        return self.exchange.processed
+
+    @property
+    def failed(self) -> int:
+        """Jobs failed so far (retried, dead, or given back on shutdown)."""
+        return self.exchange.failed
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: stop by each task's on_shutdown policy; a second signal exits at once."""
+        self.shutdown.install_signal_handlers()
+
+    def request_stop(self) -> None:
+        """Stop as SIGTERM would."""
+        self.shutdown.request()
+
+    def run(self) -> int:
+        """Work until stopped (or, in burst mode, until there is nothing to do). Returns jobs processed."""
+        # CPU-bound tasks hand the GIL on only every switch interval, and at the default 5 ms the heartbeat
+        # thread, which needs it a few times per renewal, let renewals slip past short leases.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self._dispatcher_ident = threading.get_ident()
+        self._pacer.restart()
+        self.registration.start()
+        heartbeat_args = (self._threads_stop, self.registration.renew)
+        threads = [threading.Thread(target=self.heartbeats.run, args=heartbeat_args, name="jc-heartbeat", daemon=True)]
+        if self.maintenance is not None:
+            threads.append(
+                threading.Thread(
+                    target=self.maintenance.run, args=(self._threads_stop,), name="jc-maintenance", daemon=True
+                )
+            )
+        for t in threads:
+            t.start()
+        try:
+            self._dispatch_loop()
+        finally:
+            self._threads_stop.set()
+            for t in threads:
+                t.join(timeout=5)
+            self.exchange.report()
+            self.exchange.leave()
+            self._threads.stop()
+            self.launcher.stop()
+            self.registration.remove()
+        log.info("worker=%s stopped processed=%d failed=%d", self.id, self.processed, self.failed)
+        return self.processed
+
+    def _dispatch_loop(self) -> None:
+        """Report, claim and wait in turn until stopped, out of work (burst) or done with --max-tasks."""
+        exchange, idle, shutdown, stop, running = self.exchange, self.idle, self.shutdown, self._stop, self.running
+        backoff = 0.1
+        while True:
+            try:
+                exchange.collect()
+                self._pace()
+                if stop.count:
+                    exchange.report_and_claim(0)
+                    if shutdown.step():
+                        return
+                    exchange.wait_for_results(0.1)
+                    continue
+                if exchange.orphans_possible:
+                    exchange.release_orphans()
+                free = exchange.gather()
+                if exchange.report_and_claim(free):
+                    backoff = 0.1
+                    continue
+                if self._done_with_max_tasks():
+                    return
+                if self.burst and not running and not exchange.due_within(self.burst_horizon_ms):
+                    return
+                idle.wait(self.concurrency - len(running))
+                backoff = 0.1
+            except RETRYABLE_ERRORS as exc:
+                log.warning("worker=%s redis unavailable (%s); retrying in %.1fs", self.id, exc, backoff)
+                exchange.wait_for_results(backoff)
+                backoff = min(backoff * 2, 5.0)
+                exchange.orphans_possible = True
+
+    def _done_with_max_tasks(self) -> bool:
+        """--max-tasks jobs claimed, and all of them reported."""
+        return self.max_tasks is not None and self.launcher.claimed >= self.max_tasks and not self.running
+
+    def _pace(self) -> None:
+        """Let as many task threads take jobs as keep the process busy (core/thread_pacing.py)."""
+        now = time.monotonic()
+        backlog = self._threads.backlog()
+        pacer = self._pacer
+        if pacer.starved(now, backlog) or pacer.look(
+            now, backlog=backlog, short_tasks=self.exchange.avg_runtime_ms < PREFETCH_BELOW_MS
+        ):
+            self._threads.set_active(pacer.active)
+            log.debug("worker=%s task threads taking jobs: %d of %d", self.id, pacer.active, self.concurrency)
+
+    def _pipeline_idents(self) -> list[int | None]:
+        """The threads whose CPU says whether the GIL limits the jobs: the dispatcher and the task threads."""
+        return [self._dispatcher_ident, *self._threads.idents()]

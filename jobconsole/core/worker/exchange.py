@@ -1,0 +1,279 @@
+"""The worker's round trips for jobs: the outcomes collected since the last one reported and the next jobs
+claimed in one pipeline, after a short gather window that lets more outcomes join it."""
+
+import logging
+import queue as stdqueue
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jobconsole.core.execution import Kind, Outcome, RunningJob
+from jobconsole.core.maintenance import RETRYABLE_ERRORS, Retention
+from jobconsole.core.results import Claimed, Failed
+from jobconsole.core.store import Call, Store, WorkerIdentity
+from jobconsole.core.task_threads import TaskThreads
+from jobconsole.core.thread_pacing import ThreadPacer
+from jobconsole.core.worker.launcher import Launcher
+from jobconsole.core.worker.shutdown import StopRequests
+
+log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
+
+PREFETCH_BELOW_MS = 20.0  # prefetch only while the average task takes less than this
+PREFETCH_WORK_MS = 10.0  # then claim about this much work ahead per task thread: fewer round trips per job,
+PREFETCH_MAX = 100  # at most this many jobs, so that one worker does not hoard a burst others could run,
+PREFETCH_MIN = 20  # and at least this many, so that a few threads never wait on a claim round trip
+IDLE_REGISTRATION_MS = 1500  # outlives idle.LONGEST_BLOCK_S, since only a claim renews (or drops) it
+GATHER_WINDOW_S = 0.002
+
+
+def prefetch_count(avg_runtime_ms: float, threads: int) -> int:
+    """Extra jobs to claim ahead of the free slots, for tasks averaging `avg_runtime_ms` on `threads` threads."""
+    # More the shorter the tasks, as a claim round trip and its hand-offs cost about as much as a no-op task,
+    # and none for long ones, so that a claimed job never waits behind another while other workers idle.
+    if avg_runtime_ms >= PREFETCH_BELOW_MS:
+        return 0
+    ahead = int(PREFETCH_WORK_MS * threads / max(avg_runtime_ms, 0.001))
+    return min(max(ahead, PREFETCH_MIN), PREFETCH_MAX)
+
+
+class Exchange:
+    """Reports the outcomes of finished jobs and claims new ones, as many as it can per round trip."""
+
+    def __init__(
+        self,
+        store: Store,
+        identity: WorkerIdentity,
+        queues: Sequence[str],
+        running: dict[str, RunningJob],
+        results: "stdqueue.SimpleQueue[Outcome]",
+        launcher: Launcher,
+        threads: TaskThreads,
+        pacer: ThreadPacer,
+        stop: StopRequests,
+        *,
+        concurrency: int,
+        max_tasks: int | None,
+        burst: bool,
+        retention: Retention,
+    ) -> None:
+        self._store = store
+        self._identity = identity
+        self._queues = queues
+        self._running = running
+        self._results = results
+        self._launcher = launcher
+        self._start = launcher.start
+        self._threads = threads
+        self._pacer = pacer
+        self._stop = stop
+        self._concurrency = concurrency
+        self._max_tasks = max_tasks
+        self._burst = burst
+        self._retention = retention
+        self.pending: list[Outcome] = []  # collected, not yet reported (or Redis was down)
+        self.processed = 0
+        self.failed = 0
+        self.avg_runtime_ms = PREFETCH_BELOW_MS * 10  # no prefetch until tasks prove short
+        self.next_due_ms = -1  # the earliest scheduled job of the last claim (Redis ms), -1 = none
+        self.redis_now_ms = 0  # Redis's clock at the last claim
+        self.orphans_possible = False  # a claim may have run without its reply reaching us
+
+    # --- outcomes in ------------------------------------------------------------------------------
+
+    def collect(self) -> None:
+        """Take every outcome the task threads have put on the results queue."""
+        collected = False
+        while True:
+            try:
+                self.pending.append(self._results.get_nowait())
+                collected = True
+            except stdqueue.Empty:
+                break
+        if collected:
+            self._pacer.outcome_seen(time.monotonic())
+
+    def wait_for_results(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for one outcome."""
+        try:
+            self.pending.append(self._results.get(timeout=timeout))
+        except stdqueue.Empty:
+            return
+        self._pacer.outcome_seen(time.monotonic())
+
+    # --- how many to claim ------------------------------------------------------------------------
+
+    def prefetch(self) -> int:
+        """Jobs to claim ahead of the free slots now (see prefetch_count)."""
+        return prefetch_count(self.avg_runtime_ms, self._threads.active)
+
+    def claimable(self) -> int:
+        """Slots free once the collected outcomes are reported, capped by --max-tasks."""
+        free = self._concurrency + self.prefetch() - len(self._running) + len(self.pending)
+        if self._max_tasks is not None:
+            free = min(free, self._max_tasks - self._launcher.claimed)
+        return max(0, free)
+
+    def gather(self, window: float = GATHER_WINDOW_S) -> int:
+        """Jobs to claim, once more running jobs have finished (for at most `window` seconds) if few slots are free."""
+        # Waiting lets one round trip report many outcomes and claim their successors.
+        prefetch = self.prefetch()
+        if prefetch == 0:
+            # Long tasks have nothing claimed ahead: a free slot is an idle thread, which waiting would keep idle.
+            return self.claimable()
+        deadline = time.monotonic() + window
+        half = (self._concurrency + prefetch) // 2
+        while True:
+            free = self.claimable()
+            remaining = deadline - time.monotonic()
+            if free >= half or len(self._running) <= len(self.pending) or remaining <= 0:
+                return free
+            self.wait_for_results(remaining)
+            self.collect()
+
+    def due_within(self, horizon_ms: int) -> bool:
+        """A scheduled job falls due within `horizon_ms` of the last claim."""
+        return self.next_due_ms >= 0 and self.next_due_ms - self.redis_now_ms <= horizon_ms
+
+    # --- the round trip ---------------------------------------------------------------------------
+
+    def report_and_claim(self, want: int) -> int:
+        """Report the collected outcomes and claim up to `want` jobs in one round trip; returns jobs started."""
+        # The first queue is asked in the same round trip; later queues, in order, only while slots remain.
+        calls, owners, outcomes = self._outcome_calls()
+        if want > 0:
+            calls.append(self._claim_call(self._queues[0], want))
+        sent = time.monotonic()  # no lease in the reply began before this
+        try:
+            replies = self._store.run_many(calls)
+        except RETRYABLE_ERRORS:
+            self.pending = outcomes + self.pending  # every script is safe to repeat (token-checked)
+            raise
+        self._apply_reports(owners, replies[: len(owners)])
+        if want <= 0:
+            return 0
+        started = 0
+        next_due = -1
+        for index, queue in enumerate(self._queues):
+            if index == 0:
+                reply = replies[-1]
+                if isinstance(reply, Exception):
+                    raise reply
+            elif want - started > 0:
+                sent = time.monotonic()
+                reply = self._store.run(self._claim_call(queue, want - started))
+            else:
+                break
+            self.redis_now_ms = reply.now_ms
+            due = reply.next_due_ms
+            if due >= 0 and (next_due < 0 or due < next_due):
+                next_due = due
+            for lease in reply.leases:
+                self._start(queue, lease, sent, self.redis_now_ms)
+                started += 1
+        self.next_due_ms = next_due
+        return started
+
+    def report(self) -> None:
+        """Report what has been collected, claiming nothing."""
+        self.collect()
+        self.report_and_claim(0)
+
+    def release_orphans(self) -> None:
+        """Leave the idle workers, and give back the jobs leased to us that we never received."""
+        # A claim whose reply was lost, or a job handed to our inbox while we were stopping, has no one to run it.
+        for queue in self._queues:
+            held = [job_id for job_id, job in self._running.items() if job.queue == queue]
+            for job_id in self._store.release_orphans(queue, self._identity, held):
+                log.warning("released job=%s queue=%s: leased to this worker but never received", job_id, queue)
+        self.orphans_possible = False
+
+    def leave(self) -> None:
+        """release_orphans() on the way out, where Redis being away is not an error."""
+        try:
+            self.release_orphans()
+        except RETRYABLE_ERRORS as exc:  # their leases expire and the recoverer requeues them
+            log.warning("worker=%s could not give back unreceived jobs on exit (%s)", self._identity.id, exc)
+
+    def _claim_call(self, queue: str, count: int) -> Call[Claimed]:
+        """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping."""
+        idle_ms = 0 if self._burst or self._stop.count else IDLE_REGISTRATION_MS
+        return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms)
+
+    # --- reporting outcomes -----------------------------------------------------------------------
+
+    def _outcome_calls(self) -> tuple[list[Call[Any]], list[list[Outcome]], list[Outcome]]:
+        """Script calls reporting the collected outcomes (completions batched per queue)."""
+        outcomes, self.pending = self.pending, []
+        calls: list[Call[Any]] = []
+        owners: list[list[Outcome]] = []
+        completions: dict[str, list[Outcome]] = {}
+        for o in outcomes:
+            if o.kind is Kind.COMPLETE:
+                completions.setdefault(o.job.queue, []).append(o)
+            else:
+                calls.append(self._outcome_call(o))
+                owners.append([o])
+        ttl_ms = int(self._retention.completed * 1000)
+        for queue, batch in completions.items():
+            acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in batch]
+            calls.append(self._store.complete_call(queue, acks, ttl_ms=ttl_ms))
+            owners.append(batch)
+        return calls, owners, outcomes
+
+    def _outcome_call(self, o: Outcome) -> Call[Any]:
+        """The script call reporting one failure or release."""
+        if o.kind is Kind.RELEASE:
+            reason = "worker shutting down (on_shutdown=requeue)"
+            return self._store.release_call(o.job.queue, o.job.id, o.job.token, reason)
+        return self._store.fail_call(
+            o.job.queue, o.job.id, o.job.token, outcome=o.status, retry=o.retry, delay_ms=o.delay_ms, error=o.error,
+            runtime_ms=o.runtime_ms, ttl_ms=int(self._retention.failed * 1000),
+        )  # fmt: skip
+
+    def _apply_reports(self, owners: list[list[Outcome]], replies: list[Any]) -> None:
+        """Log and forget the reported outcomes; keep those Redis did not get for the next round trip."""
+        for batch, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, RETRYABLE_ERRORS):
+                self.pending.extend(batch)
+                continue
+            if isinstance(reply, Exception):
+                log.error("reporting outcome failed jobs=%s error=%s", [o.job.id for o in batch], reply)
+                self._forget(batch)  # the lease expires and the recoverer requeues the job: nothing is lost
+                continue
+            codes = reply if batch[0].kind is Kind.COMPLETE else [reply]
+            for o, code in zip(batch, codes, strict=True):
+                self._log_outcome(o, code)
+                self.avg_runtime_ms += (o.runtime_ms - self.avg_runtime_ms) * 0.05
+            self._forget(batch)
+
+    def _log_outcome(self, o: Outcome, code: Any) -> None:
+        """Count one reported outcome and log it by what Redis answered."""
+        accepted = code.recorded if isinstance(code, Failed) else bool(code)  # Failed, Ack or release's bool
+        if accepted and o.kind is Kind.COMPLETE:
+            self.processed += 1
+        elif accepted:
+            self.failed += 1
+        if not accepted:
+            log.warning(
+                "stale lease job=%s queue=%s outcome=%s: another worker owns it now; result discarded",
+                o.job.id,
+                o.job.queue,
+                o.kind,
+            )
+        elif o.kind is Kind.FAIL:
+            state = code.state if isinstance(code, Failed) else ""
+            log.info(
+                "job failed job=%s task=%s attempt=%d error=%s state=%s",
+                o.job.id,
+                o.job.task.name,
+                o.job.attempt,
+                o.error.get("error_class"),
+                state,
+            )
+        elif o.kind is Kind.RELEASE:
+            log.info("job requeued on shutdown job=%s task=%s", o.job.id, o.job.task.name)
+
+    def _forget(self, batch: list[Outcome]) -> None:
+        """Take reported jobs out of the running-jobs table."""
+        for o in batch:
+            self._running.pop(o.job.id, None)

@@ -1,0 +1,93 @@
+"""The dispatcher's wait when it has nothing to claim: blocked on our inboxes and the queues' wake lists
+(Store.wait_for_work), so that an enqueue wakes the worker without polling."""
+
+import queue as stdqueue
+import time
+from collections.abc import Sequence
+from functools import partial
+
+from jobconsole.core.execution import Outcome, RunningJob, run_sync
+from jobconsole.core.store import Store, WorkerIdentity
+from jobconsole.core.task_threads import TaskThreads
+from jobconsole.core.thread_pacing import STARVED_AFTER_S
+from jobconsole.core.worker.exchange import Exchange
+from jobconsole.core.worker.launcher import Launcher
+
+LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
+BUSY_BLOCK_S = 0.05  # while jobs run, so that their outcomes are collected soon after
+FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
+BEGIN_WAIT_S = 0.005
+
+
+class IdleWait:
+    """Waits for work while the worker has nothing to claim, and starts a job handed to it meanwhile."""
+
+    def __init__(
+        self,
+        store: Store,
+        identity: WorkerIdentity,
+        queues: Sequence[str],
+        running: dict[str, RunningJob],
+        results: "stdqueue.SimpleQueue[Outcome]",
+        threads: TaskThreads,
+        launcher: Launcher,
+        exchange: Exchange,
+        *,
+        concurrency: int,
+    ) -> None:
+        self._store = store
+        self._identity = identity
+        self._queues = queues
+        self._running = running
+        self._results = results
+        self._threads = threads
+        self._launcher = launcher
+        self._exchange = exchange
+        self._concurrency = concurrency
+        self._done: stdqueue.SimpleQueue[BaseException | None] = stdqueue.SimpleQueue()  # see _wait_in_thread
+
+    def wait(self, free: int) -> None:
+        """Wait for an outcome, a job handed to us, or a wake-up to claim, with `free` slots free."""
+        if free <= 0:
+            # While some threads wait at the gate, look again soon, for the pacer to see starvation.
+            full = self._threads.active >= self._concurrency
+            self._exchange.wait_for_results(FULL_WAIT_S if full else STARVED_AFTER_S)
+            return
+        if self._running:
+            popped = self._pop_handed_off(BUSY_BLOCK_S, run_here=False)
+            if popped is not None and popped.began_event is not None:
+                # Holding the GIL for the next claim would keep the task thread just woken from beginning.
+                popped.began_event.wait(BEGIN_WAIT_S)
+            return
+        timeout = LONGEST_BLOCK_S
+        exchange = self._exchange
+        if exchange.next_due_ms >= 0:
+            timeout = min(timeout, max(0.001, (exchange.next_due_ms - exchange.redis_now_ms) / 1000))
+        # A task thread blocks instead of this one and runs a handed job itself: waking this thread and then
+        # a task thread would put a second wake-up before the task starts.
+        self._threads.call(partial(self._wait_in_thread, timeout))
+        error = self._done.get()  # bounded by the pop's timeout and the socket timeout
+        if error is not None:
+            raise error
+
+    def _wait_in_thread(self, timeout: float) -> None:
+        """A task thread's part of a fully idle wait: the blocking pop, then the handed-off job, if any."""
+        try:
+            job = self._pop_handed_off(timeout, run_here=True)
+        except BaseException as exc:  # noqa: BLE001 - the dispatcher re-raises it
+            self._done.put(exc)
+            return
+        self._done.put(None)
+        if job is not None:
+            self._results.put(run_sync(job))
+
+    def _pop_handed_off(self, timeout: float, *, run_here: bool) -> RunningJob | None:
+        """Block on our inboxes and the queues' wake lists; returns a job handed to us (run_here: to run here)."""
+        # An enqueue leases its job to an idle worker's inbox, or pushes a wake-up token for the dispatcher to claim.
+        handed = self._store.wait_for_work(self._identity, self._queues, timeout)
+        if handed is None or handed.lease is None:
+            return None
+        job = self._launcher.start(
+            handed.queue, handed.lease, time.monotonic(), announce=not run_here, run_here=run_here
+        )
+        return job if job is not None and (not run_here or not job.task.is_async) else None
