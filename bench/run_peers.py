@@ -247,13 +247,17 @@ def run_once(name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs:
 
 
 def run_step(
-    name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
-) -> dict[str, Any]:
-    """One rate of one peer, the best of `repeat` runs: the machine is shared, so keep the least disturbed run
-    (a bulk run lasts under a second)."""
-    n = min(jobs, spec.max_throughput_jobs or jobs) if mode == "throughput" else jobs
-    runs = [run_once(name, spec, url, mode, workers, n, samples) for _ in range(repeat)]
-    return best_of(runs) if repeat > 1 else runs[0]
+    names: list[str], url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
+) -> list[dict[str, Any]]:
+    """One rate of several peers, the best of `repeat` runs each. The peers take turns run by run, so that the
+    machine's drift (its good and bad minutes) falls on each alike; the best run is the least disturbed one."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for _ in range(repeat):
+        for name in names:
+            spec = PEERS[name]
+            n = min(jobs, spec.max_throughput_jobs or jobs) if mode == "throughput" else jobs
+            runs[name].append(run_once(name, spec, url, mode, workers, n, samples))
+    return [best_of(r) if repeat > 1 else r[0] for r in runs.values()]
 
 
 def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -301,10 +305,8 @@ def run_all(
         if mode == "latency":
             results.extend(run_latency_rounds(peers, url, samples, latency_rounds))
             continue
-        for name in peers:
-            spec = PEERS[name]
-            if (mode, workers) in (spec.plan or PLAN):
-                results.append(run_step(name, spec, url, mode, workers, jobs, samples, repeat))
+        names = [name for name in peers if (mode, workers) in (PEERS[name].plan or PLAN)]
+        results.extend(run_step(names, url, mode, workers, jobs, samples, repeat))
     return results
 
 

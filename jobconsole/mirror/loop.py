@@ -9,12 +9,12 @@ How it stays exact:
 * Applying is idempotent because the mirror does not replay event contents: for each job in a batch it
   reads the job's current hash (and attempt history) from Redis in one pipeline and upserts it. Applying
   an old event again just rewrites the same (or a newer) state.
-* The last applied stream id of each queue is committed in the same transaction as the rows
-  (`MirrorCursor`). Each read describes every stream in the same atomic step (mirror_read.lua, a script so
-  that it runs while Redis is full): if a stream's first entry is past the cursor, entries were trimmed
-  before being applied (the mirror was down too long). It then resynchronises that queue from the Redis
-  sets and job hashes and records a `MirrorResync`. (The check is conservative: it may resync when only the cursor's own entry was
-  trimmed; it never misses a gap.)
+* The last applied stream id of each queue is committed in the same transaction as the rows (`MirrorCursor`).
+  Each read describes every stream in the same atomic step (mirror_read.lua, a script so that it runs while
+  Redis is full): if a stream's first entry is past the cursor, entries were trimmed before being applied (the
+  mirror was down too long). It then resynchronises that queue from the Redis sets and job hashes and records
+  a `MirrorResync`. (The check is conservative: it may resync when only the cursor's own entry was trimmed; it
+  never misses a gap.)
 * Redis losing writes (an AOF restored from a copy, a power loss under `appendfsync everysec`, a new empty
   server) is noticed by an epoch: every read increments a counter in Redis in the same script, and every
   batch records the value it read in the database. A value not above the recorded one means Redis forgot
