@@ -1,8 +1,10 @@
 """Engine objects built from the Django settings: the Redis connection and the client (one per process)."""
 
 from functools import cache
+from typing import Any
 
 import redis
+from django.core.signals import setting_changed
 
 from jobconsole.conf import get_config, retention
 from jobconsole.core import Client, default_registry
@@ -25,3 +27,13 @@ def get_client() -> Client:
         finished_ttl=retention().completed,
         spin_us=config["CLIENT_SPIN_US"],
     )
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    """A changed JOBCONSOLE (tests do it) may name another Redis: build the connection and client afresh."""
+    if setting == "JOBCONSOLE":
+        get_redis.cache_clear()
+        get_client.cache_clear()
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="jobconsole.engine")

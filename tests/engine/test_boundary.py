@@ -46,6 +46,16 @@ def test_nothing_outside_the_engine_spells_a_key() -> None:
     assert spelled == []
 
 
+def test_nothing_outside_the_engine_sends_redis_a_command() -> None:
+    """The Django layer hands a connection to the engine's objects, and calls nothing on it itself."""
+    sent = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in _product_modules()
+        for m in re.finditer(r"(?:\.redis|get_redis\(\))\.\w+\(", p.read_text())
+    ]
+    assert sent == []
+
+
 @pytest.mark.parametrize("name", scripts.names())
 def test_every_script_declares_keys_the_store_can_fill(name: str) -> None:
     declared = scripts.load(name).keys

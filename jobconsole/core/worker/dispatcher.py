@@ -25,7 +25,8 @@ from jobconsole.core.worker.heartbeats import Heartbeats
 from jobconsole.core.worker.idle import IdleWait
 from jobconsole.core.worker.launcher import Launcher
 from jobconsole.core.worker.registry import Registration
-from jobconsole.core.worker.shutdown import Shutdown, StopRequests
+from jobconsole.core.worker.shutdown import Shutdown
+from jobconsole.core.worker.stop import StopRequests
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 

@@ -14,7 +14,7 @@ from jobconsole.core.store import Call, Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import ThreadPacer
 from jobconsole.core.worker.launcher import Launcher
-from jobconsole.core.worker.shutdown import StopRequests
+from jobconsole.core.worker.stop import StopRequests
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 

@@ -13,7 +13,7 @@ from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry
 from jobconsole.core.worker.clock import RedisClock
-from jobconsole.core.worker.shutdown import StopRequests
+from jobconsole.core.worker.stop import StopRequests
 
 if TYPE_CHECKING:
     from jobconsole.core.worker.exchange import Exchange

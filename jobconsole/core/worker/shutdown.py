@@ -6,28 +6,17 @@ import os
 import signal
 import time
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from jobconsole.core.errors import WorkerShutdown
 from jobconsole.core.execution import RunningJob, failure
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import OnShutdown
 from jobconsole.core.thread_pacing import ThreadPacer
-
-if TYPE_CHECKING:
-    from jobconsole.core.worker.exchange import Exchange
-    from jobconsole.core.worker.registry import Registration
+from jobconsole.core.worker.exchange import Exchange
+from jobconsole.core.worker.registry import Registration
+from jobconsole.core.worker.stop import StopRequests
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
-
-
-class StopRequests:
-    """How many times the worker was asked to stop (a signal, or request_stop())."""
-
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
 
 
 class Shutdown:
@@ -39,8 +28,8 @@ class Shutdown:
         running: dict[str, RunningJob],
         threads: TaskThreads,
         pacer: ThreadPacer,
-        exchange: "Exchange",
-        registration: "Registration",
+        exchange: Exchange,
+        registration: Registration,
         *,
         concurrency: int,
         grace: float,
