@@ -1,10 +1,9 @@
 """Jobs as read back from Redis: the one place a job hash and its attempt entries are decoded.
 
 Readers never fail on a job whose fields were written by other hands: a value that cannot be read is left at
-its default (params {} and checkpoint None with `payload_error` saying why)."""
+its default (params {} and checkpoint None, with `payload_error` saying why)."""
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +15,7 @@ from jobconsole.core.states import JobState
 
 def ms_to_datetime(value: str | int | None) -> datetime | None:
     """A stored time (Redis ms) as a datetime; None when unset (or not a time)."""
-    if value in (None, "", "0", 0):
+    if not value or value == "0":
         return None
     try:
         return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
@@ -48,16 +47,7 @@ def _float(value: str | None) -> float | None:
         return None
 
 
-def _decoded[T](decode: Callable[[str], T], text: str, fallback: T, errors: list[str]) -> T:
-    """A reader lists a job whose payload was written by other hands instead of failing on it."""
-    try:
-        return decode(text)
-    except UndecodablePayload as exc:
-        errors.append(str(exc))
-        return fallback
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
     """One attempt's record. Outcomes: completed, failed, timeout, cancelled, shutdown,
     worker_lost, requeued (interrupted without counting), dropped."""
@@ -102,13 +92,15 @@ class Attempt:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Job:
+    """A job as stored. Its JSON values (params, checkpoint, result, last error) are kept as the stored text and
+    decoded when asked for, so a reader that only copies them (the mirror) pays nothing for them."""
+
     id: str
     task: str
     queue: str
     state: JobState
-    params: dict[str, Any]
     priority: int
     attempts: int
     max_retries: int
@@ -122,34 +114,66 @@ class Job:
     worker: str = ""
     token: str = ""
     progress: float | None = None
-    checkpoint: Any = None
-    result: Any = None
-    last_error: dict[str, Any] | None = None
     cancel_requested: bool = False
     reason: str = ""
     lease_ms: int = 30000
     timeout_ms: int = 0
     history: list[Attempt] = field(default_factory=list)
-    raw: dict[str, str] = field(default_factory=dict, repr=False)  # the hash as stored (the mirror keeps its JSON)
-    # Set when the stored params or checkpoint cannot be decoded (then {} and None; `raw` has the text).
-    payload_error: str = ""
+    params_json: str = "{}"
+    checkpoint_json: str = ""  # '' = none saved
+    result_json: str = ""
+    last_error_json: str = ""
+    group: str = ""
+    raw: dict[str, str] = field(default_factory=dict, repr=False)  # the hash as stored, for an operator to see
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The params; {} when the stored text cannot be decoded (`payload_error` says why)."""
+        try:
+            return decode_params(self.params_json)
+        except UndecodablePayload:
+            return {}
+
+    @property
+    def checkpoint(self) -> Any:
+        try:
+            return decode_checkpoint(self.checkpoint_json)
+        except UndecodablePayload:
+            return None
+
+    @property
+    def result(self) -> Any:
+        return _json(self.result_json)
+
+    @property
+    def last_error(self) -> dict[str, Any] | None:
+        value = _json(self.last_error_json)
+        return value if isinstance(value, dict) else None
+
+    @property
+    def payload_error(self) -> str:
+        """Why the stored params or checkpoint cannot be decoded (written by other hands); '' when they can."""
+        errors: list[str] = []
+        for decode, text in ((decode_params, self.params_json), (decode_checkpoint, self.checkpoint_json)):
+            try:
+                decode(text)
+            except UndecodablePayload as exc:
+                errors.append(str(exc))
+        return "; ".join(errors)
 
     @property
     def error_class(self) -> str:
         """The exception class of the last failed attempt, '' when none."""
-        return str(self.last_error.get("error_class") or "") if isinstance(self.last_error, dict) else ""
+        last_error = self.last_error
+        return str(last_error.get("error_class") or "") if last_error else ""
 
     @classmethod
     def from_hash(cls, h: dict[str, str], history: list[str] | None = None) -> "Job":
-        errors: list[str] = []
-        params: dict[str, Any] = _decoded(decode_params, h.get("params") or "{}", {}, errors)
-        checkpoint: Any = _decoded(decode_checkpoint, h.get("checkpoint") or "", None, errors)
         return cls(
             id=h["id"],
             task=h.get("task", ""),
             queue=h.get("queue", ""),
             state=JobState(h.get("state", "queued")),
-            params=params,
             priority=_int(h.get("priority")),
             attempts=_int(h.get("attempts")),
             max_retries=_int(h.get("max_retries")),
@@ -163,14 +187,15 @@ class Job:
             worker=h.get("worker", ""),
             token=h.get("token", ""),
             progress=_float(h.get("progress")),
-            checkpoint=checkpoint,
-            result=_json(h.get("result")),
-            last_error=_json(h.get("last_error")),
             cancel_requested=h.get("cancel_requested") == "1",
             reason=h.get("reason", ""),
             lease_ms=_int(h.get("lease_ms"), 30000),
             timeout_ms=_int(h.get("timeout_ms")),
-            history=[Attempt.from_json(a) for a in history or []],
+            history=[Attempt.from_json(a) for a in history] if history else [],
+            params_json=h.get("params") or "{}",
+            checkpoint_json=h.get("checkpoint", ""),
+            result_json=h.get("result", ""),
+            last_error_json=h.get("last_error", ""),
+            group=h.get("group", ""),
             raw=h,
-            payload_error="; ".join(errors),
         )

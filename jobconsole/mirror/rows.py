@@ -29,8 +29,7 @@ _LINE = re.compile(r":\d+ in ")
 
 def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
     """One Job row as values in `["id", *JOB_FIELDS]` order (the mirror writes these with raw SQL). The JSON
-    columns keep the text Redis stores; everything else comes decoded from `core.job.Job`."""
-    stored = job.raw
+    columns keep the text Redis stores."""
     return (
         job.id,
         job.task,
@@ -38,22 +37,22 @@ def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
         job.queue,
         job.priority,
         job.state.value,
-        stored.get("params") or "{}",
-        stored.get("result", ""),
+        job.params_json,
+        job.result_json,
         job.attempts,
         job.max_retries,
         job.unique_key,
-        stored.get("group", ""),
+        job.group,
         job.enqueued_at,
         job.run_at,
         job.started_at,
         job.finished_at,
         job.heartbeat_at,
         job.progress,
-        stored.get("checkpoint", ""),
+        job.checkpoint_json,
         job.worker,
         job.error_class[:200],
-        stored.get("last_error", ""),
+        job.last_error_json,
         job.cancel_requested,
         job.reason,
         True,

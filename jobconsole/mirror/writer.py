@@ -8,9 +8,9 @@ row; the entries are acknowledged only after the commit (a mirror killed in betw
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from django.db import connection, models, transaction
 
@@ -149,8 +149,7 @@ class Writer:
         late = [
             i for i, job in found.items() if job is not None and not jobs[i].history and job.state in TERMINAL_STATES
         ]  # fmt: skip
-        for job_id, history in zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True):
-            found[job_id] = replace(cast(RedisJob, found[job_id]), history=history)
+        late_histories = dict(zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True))
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -171,7 +170,7 @@ class Writer:
                 continue
             row = job_values(job, synced)
             rows.append(row)
-            job_attempts = attempt_values(job_id, job.history)
+            job_attempts = attempt_values(job_id, late_histories.get(job_id, job.history))
             attempts.extend(job_attempts)
             state, finished_at = row[STATE], row[FINISHED_AT]
             if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
