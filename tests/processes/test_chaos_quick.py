@@ -36,6 +36,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 
 
 @pytest.mark.slow
+# The first test's setup runs every quick scenario (the module fixture): its time, not one test's, is the bound.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_quick_scenario(name: str, quick_results: dict[str, Result | BaseException]) -> None:
     result = quick_results[name]
