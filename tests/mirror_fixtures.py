@@ -22,14 +22,6 @@ from jobconsole.mirror.writer import Changes, Writer
 from jobconsole.models import MirrorResync
 
 
-def _clear_caches() -> None:
-    from jobconsole import conf, engine
-
-    conf.get_config.cache_clear()
-    engine.get_redis.cache_clear()
-    engine.get_client.cache_clear()
-
-
 @pytest.fixture
 def engine_settings(settings: Any, r: "redis.Redis", redis_url: str) -> Iterator[Any]:
     """Point the Django layer (engine.get_client, the mirror, the outbox) at the test Redis."""
@@ -38,9 +30,7 @@ def engine_settings(settings: Any, r: "redis.Redis", redis_url: str) -> Iterator
         "REDIS_URL": redis_url,
         "MIRROR": {**settings.JOBCONSOLE.get("MIRROR", {}), "BLOCK_MS": 20},
     }
-    _clear_caches()
-    yield settings
-    _clear_caches()
+    yield settings  # a changed JOBCONSOLE rebuilds the settings cache, the connection and the client
 
 
 @pytest.fixture
