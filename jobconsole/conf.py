@@ -5,7 +5,7 @@ A project sets them in its settings module as a dict, e.g.
     JOBCONSOLE = {"REDIS_URL": "redis://redis:6379/0", "MIRROR": {"BATCH": 500}}
 
 Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
-it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION and OUTBOX merge
+it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX and BULK merge
 key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
 
 The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
@@ -113,6 +113,20 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds after an outbox entry was written before the relay publishes it, if its commit hook has not",
     ),
     Setting("OUTBOX.KEEP_PUBLISHED", 7.0 * DAY, "seconds a published outbox entry is kept"),
+    Setting(
+        "BULK.ADMIN_THRESHOLD",
+        200,
+        "an admin bulk action over more rows than this runs as a tracked bulk operation instead of in the request",
+        env="JOBCONSOLE_BULK_ADMIN_THRESHOLD",
+    ),
+    Setting("BULK.CHUNK", 500, "jobs per chunk of a bulk operation (one pipelined round trip and one commit each)"),
+    Setting("BULK.PREVIEW_MAX_AGE", 3600.0, "seconds a bulk operation's preview can still be confirmed"),
+    Setting(
+        "BULK.CONCURRENCY",
+        2,
+        "bulk operations one runworker's system worker runs at once",
+        env="JOBCONSOLE_BULK_CONCURRENCY",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -134,6 +148,13 @@ class OutboxConfig(TypedDict):
     KEEP_PUBLISHED: float
 
 
+class BulkConfig(TypedDict):
+    ADMIN_THRESHOLD: int
+    CHUNK: int
+    PREVIEW_MAX_AGE: float
+    CONCURRENCY: int
+
+
 class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
@@ -148,6 +169,7 @@ class Config(TypedDict):
     RETENTION: dict[str, float]
     DB_RETENTION: dict[str, float]
     OUTBOX: OutboxConfig
+    BULK: BulkConfig
 
 
 def _is_kind(value: object, kind: Kind) -> bool:
@@ -263,6 +285,10 @@ def mirror_config() -> MirrorConfig:
 
 def outbox_config() -> OutboxConfig:
     return get_config()["OUTBOX"]
+
+
+def bulk_config() -> BulkConfig:
+    return get_config()["BULK"]
 
 
 def retention() -> Retention:
