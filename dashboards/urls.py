@@ -1,9 +1,12 @@
 from django.urls import path
 
-from dashboards import views
+from dashboards.views import health, overview, queues
 
 app_name = "dashboards"
 urlpatterns = [
-    path("", views.overview, name="overview"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", overview.overview, name="overview"),
+    path("queues/", queues.queue_list, name="queues"),
+    path("queues/<str:name>/", queues.queue_detail, name="queue"),
+    path("queues/<str:name>/pause", queues.queue_pause, name="queue_pause"),
+    path("healthz", health.healthz, name="healthz"),
 ]
