@@ -31,19 +31,24 @@ class KindSpec:
         return bool(user.is_authenticated and user.is_active and user.has_perm(self.permission))
 
 
-KINDS: dict[str, KindSpec] = {
-    spec.kind.value: spec
-    for spec in (
-        KindSpec(Kind.RESUBMIT_DEADLETTERS, "deadletter", BatchAction.RESUBMIT, "jobconsole.operate_deadletter",
-                 "Resubmitted", "bulk_resubmit", ("reset_attempts", "spread_seconds")),
-        KindSpec(Kind.PURGE_DEADLETTERS, "deadletter", BatchAction.PURGE, "jobconsole.purge_deadletter", "Purged",
-                 "bulk_purge"),
-        KindSpec(Kind.RETRY_JOBS, "job", BatchAction.RETRY, "jobconsole.operate_job", "Retried", "bulk_retry",
-                 ("reset_attempts",)),
-        KindSpec(Kind.CANCEL_JOBS, "job", BatchAction.CANCEL, "jobconsole.operate_job", "Cancelled", "bulk_cancel"),
-        KindSpec(Kind.DELETE_JOBS, "job", BatchAction.DELETE, "jobconsole.purge_job", "Deleted", "bulk_delete"),
-    )  # fmt: skip
-}
+_SPECS = (
+    KindSpec(Kind.RESUBMIT_DEADLETTERS, "deadletter", BatchAction.RESUBMIT, "jobconsole.operate_deadletter",
+             "Resubmitted", "bulk_resubmit", ("reset_attempts", "spread_seconds")),
+    KindSpec(Kind.PURGE_DEADLETTERS, "deadletter", BatchAction.PURGE, "jobconsole.purge_deadletter", "Purged",
+             "bulk_purge"),
+    KindSpec(Kind.RETRY_JOBS, "job", BatchAction.RETRY, "jobconsole.operate_job", "Retried", "bulk_retry",
+             ("reset_attempts",)),
+    KindSpec(Kind.CANCEL_JOBS, "job", BatchAction.CANCEL, "jobconsole.operate_job", "Cancelled", "bulk_cancel"),
+    KindSpec(Kind.DELETE_JOBS, "job", BatchAction.DELETE, "jobconsole.purge_job", "Deleted", "bulk_delete"),
+)  # fmt: skip
+KINDS: dict[str, KindSpec] = {spec.kind.value: spec for spec in _SPECS}
+
+
+# The short names the console's pages use (dead letters: resubmit, purge; jobs: retry, cancel, delete).
+ALIASES = {
+    "resubmit": Kind.RESUBMIT_DEADLETTERS.value, "purge": Kind.PURGE_DEADLETTERS.value, "retry": Kind.RETRY_JOBS.value,
+    "cancel": Kind.CANCEL_JOBS.value, "delete": Kind.DELETE_JOBS.value,
+}  # fmt: skip
 
 
 class UnknownKind(ValueError):
@@ -51,8 +56,9 @@ class UnknownKind(ValueError):
 
 
 def kind_spec(name: str) -> KindSpec:
+    """The spec of a kind, by its name or short name; UnknownKind (with a message to show) otherwise."""
     try:
-        return KINDS[name]
+        return KINDS[ALIASES.get(name, name)]
     except KeyError:
-        known = ", ".join(KINDS)
+        known = ", ".join(ALIASES)
         raise UnknownKind(f"Unknown bulk operation {name!r}; it is one of {known}.") from None

@@ -138,9 +138,7 @@ def parse_options(spec: KindSpec, data: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-def confirm(
-    token: str, *, user: User, options: Mapping[str, Any], reason: str = ""
-) -> tuple[BulkOperation, bool]:
+def confirm(token: str, *, user: User, options: Mapping[str, Any], reason: str = "") -> tuple[BulkOperation, bool]:
     """Freeze, record and enqueue the previewed operation; (operation, False) when this confirmation was already
     carried out. Raises ConfirmError (stale or altered confirmation, nothing left to do), PermissionDenied."""
     try:
@@ -152,7 +150,7 @@ def confirm(
             "then confirm."
         ) from None
     except signing.BadSignature:
-        raise ConfirmError("This confirmation is not valid (altered, or made for another site): preview again.") from None
+        raise ConfirmError("This confirmation is not valid (altered, or made elsewhere): preview again.") from None
     spec = kind_spec(data["k"])
     if not spec.allowed(user):
         raise PermissionDenied(f"You may not {spec.label.lower()}.")
@@ -244,7 +242,8 @@ def _create(
             queue=_one_queue(items), filter=selection, count=len(items), reason=reason,
             detail={"operation": operation.pk, "options": options, "previewed": previewed, "status": "pending"},
         )  # fmt: skip
-        operation.job_id = outbox.enqueue(BULK_TASK, {"operation": operation.pk}, unique_key=unique_key(operation.stamp))
+        key = unique_key(operation.stamp)
+        operation.job_id = outbox.enqueue(BULK_TASK, {"operation": operation.pk}, unique_key=key)
         operation.save(update_fields=["audit", "job_id"])
     return operation
 

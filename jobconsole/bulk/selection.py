@@ -1,22 +1,27 @@
 """What an operator selected for a bulk operation: explicit job ids, or a filter over a mirror table.
 
-Filters are the query-string parameters of the console's lists (bookmarkable), checked here: an unknown
-parameter, a value that cannot be what it names (a state that does not exist, a malformed date or id) is a
-`SelectionError` whose message the page shows as it is. Parameters of the lists that are not filters (paging,
-sorting, the page's own view switches) are ignored; see IGNORED.
+Filters are the query-string parameters of the console's lists (bookmarkable; the same names and meanings as
+the dead-letters page, dashboards/dead_letters.py), checked strictly here: where a list page ignores a filter it
+cannot read, a bulk operation must not widen to everything, so an unknown parameter or a value that cannot be
+what it names (a state that does not exist, a malformed date or id) is a `SelectionError` whose message the page
+shows as it is. Parameters of the lists that are not filters (paging, sorting, the page's view switches) are
+ignored; see IGNORED.
 
 Dead letters (`target="deadletter"`, the DeadLetter table):
     queue, task, fingerprint, error_class   exact, repeatable (queue=a&queue=b)
-    version                                 task version, an integer, repeatable
-    status                                  open | resubmitted | all (default; a resubmit takes the open ones)
-    after, before                           died at or after / before: ISO date or date-time (operator's zone)
+    version                                 task version, a whole number, repeatable
+    status                                  open (default, as on the page) | resubmitted | all
+    since, until                            died from / until: ISO date or date-time in the operator's time zone;
+                                            `until` includes the whole of a day given as a date
     q                                       text in the error class or message
 Jobs (`target="job"`, the Job table):
     state, queue, task                      exact, repeatable
     unique_key                              exact
     params                                  text inside the parameters
-    after, before                           enqueued at or after / before
-Both: ids (job ids, repeatable or comma-separated; when present they are the selection, with the filter ignored).
+    since, until                            enqueued from / until
+Both: `id` (repeatable) or `ids` (comma- or space-separated) job ids: when present they are the selection and the
+filter is ignored. `selection=ticked` says the ids come from a page's checkboxes, so none ticked is an error
+rather than "everything".
 """
 
 import re
@@ -40,8 +45,8 @@ from jobconsole.models import DeadLetter, Job
 
 MAX_IDS = 10_000  # explicit selections come from a page's checkboxes; anything larger is a filter's job
 IGNORED = frozenset({
-    "kind", "ids", "cursor", "page", "p", "o", "order", "sort", "per_page", "group", "group_by", "view", "format",
-    "range", "tab", "csrfmiddlewaretoken", "_",
+    "kind", "id", "ids", "selection", "cursor", "page", "p", "o", "order", "sort", "per_page", "group", "group_by",
+    "view", "format", "range", "tab", "csrfmiddlewaretoken", "_",
 })  # fmt: skip
 _FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
 _SPLIT = re.compile(r"[\s,]+")
@@ -99,17 +104,18 @@ def _when(value: str) -> str:
     return value
 
 
-def parse_moment(value: str) -> datetime:
-    """An ISO date or date-time; without a zone it is the operator's (the current time zone)."""
+def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
+    """An ISO date or date-time; without a zone it is the operator's (the current time zone). A date alone is
+    its first moment, or with `end_of_day` its last."""
     moment: datetime | None
     try:
         moment = parse_datetime(value)
         if moment is None and (day := parse_date(value)) is not None:
-            moment = datetime.combine(day, time.min)
+            moment = datetime.combine(day, time.max if end_of_day else time.min)
     except ValueError:
         moment = None
     if moment is None:
-        raise SelectionError(f"{value!r} is not a date or time (use ISO 8601, e.g. 2025-01-31 or 2025-01-31T14:00).")
+        raise SelectionError(f"{value!r} is not a date or time (ISO 8601, such as 2025-01-31 or 2025-01-31T14:00).")
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment, timezone.get_current_timezone())
     return moment
@@ -124,8 +130,8 @@ FILTERS: dict[Target, dict[str, tuple[Any, bool]]] = {
         "fingerprint": (_fingerprint, True),
         "error_class": (_text(200), True),
         "status": (_status, False),
-        "after": (_when, False),
-        "before": (_when, False),
+        "since": (_when, False),
+        "until": (_when, False),
         "q": (_text(200), False),
     },
     "job": {
@@ -134,8 +140,8 @@ FILTERS: dict[Target, dict[str, tuple[Any, bool]]] = {
         "task": (_name("task"), True),
         "unique_key": (_text(200), False),
         "params": (_text(200), False),
-        "after": (_when, False),
-        "before": (_when, False),
+        "since": (_when, False),
+        "until": (_when, False),
     },
 }
 
@@ -169,7 +175,7 @@ class Selection:
     def query(self) -> list[tuple[str, str]]:
         """As query-string pairs (the filter, or the ids), for a link to the preview."""
         if self.ids:
-            return [("ids", ",".join(self.ids))]
+            return [("id", job_id) for job_id in self.ids]
         return [(name, value) for name, values in self.filter.items() for value in values]
 
     def query_string(self) -> str:
@@ -179,7 +185,7 @@ class Selection:
         if self.ids:
             return f"{len(self.ids):,} selected job{'s' if len(self.ids) != 1 else ''}"
         if not self.filter:
-            return "everything" if self.target == "job" else "every dead letter"
+            return "every job" if self.target == "job" else "every dead letter not resubmitted"
         return ", ".join(f"{name} = {' or '.join(values)}" for name, values in self.filter.items())
 
 
@@ -213,17 +219,20 @@ def parse_selection(target: Target, data: Mapping[str, Any] | QueryDict) -> Sele
     """Check and normalise a selection given as form or query-string data (see the module's docstring)."""
     if target not in FILTERS:
         raise SelectionError(f"Unknown selection target {target!r}.")
-    ids = parse_ids(_values(data, "ids"))
+    ids = parse_ids(_values(data, "id") + _values(data, "ids"))
     if ids:
         return Selection(target, ids=ids)
+    if _values(data, "selection") == ["ticked"]:
+        noun = "dead letters" if target == "deadletter" else "jobs"
+        raise SelectionError(f"No {noun} were ticked: tick some, or choose the action for all that match the filter.")
     known = FILTERS[target]
     chosen: dict[str, list[str]] = {}
     for name in data:
         if name in IGNORED:
             continue
         if name not in known:
-            names = ", ".join(known)
-            raise SelectionError(f"Unknown filter {name!r} for {target.replace('deadletter', 'dead letter')}s; the filters are {names}.")
+            names, noun = ", ".join(known), "dead letters" if target == "deadletter" else "jobs"
+            raise SelectionError(f"Unknown filter {name!r} for {noun}; the filters are {names}.")
         check, many = known[name]
         values = list(dict.fromkeys(check(v) for v in _values(data, name)))
         if len(values) > 1 and not many:
@@ -234,12 +243,12 @@ def parse_selection(target: Target, data: Mapping[str, Any] | QueryDict) -> Sele
 
 
 def selection_from_request(request: HttpRequest, target: Target) -> Selection:
-    """The selection a list page means: the ids ticked on it (POSTed `ids`), else its GET filter.
+    """The selection a list page means: the ids ticked on it (`id`, by GET or POST), else its GET filter.
 
-    For the dead-letters and jobs pages: link to `dashboards:bulk_preview` with `?kind=...&<this filter>`, or POST
-    the ticked `ids` (and `kind`) to it. Raises SelectionError with a message to show."""
-    if request.method == "POST" and request.POST.getlist("ids"):
-        return Selection(target, ids=parse_ids(request.POST.getlist("ids")))
+    For the dead-letters and jobs pages: link to `dashboards:bulk_preview` with `?kind=...&<the page's filter>`,
+    or submit the ticked `id`s with `kind` (and `selection=ticked`) to it. Raises SelectionError with a message."""
+    if request.method == "POST":
+        return parse_selection(target, request.POST)
     return parse_selection(target, request.GET)
 
 
@@ -266,15 +275,15 @@ def _filter_letters(rows: "QuerySet[DeadLetter]", f: dict[str, list[str]]) -> "Q
             rows = rows.filter(**{f"{column}__in": f[name]})
     if "version" in f:
         rows = rows.filter(version__in=[int(v) for v in f["version"]])
-    status = (f.get("status") or ["all"])[0]
+    status = (f.get("status") or ["open"])[0]
     if status == "open":
         rows = rows.filter(resubmitted_at__isnull=True)
     elif status == "resubmitted":
         rows = rows.filter(resubmitted_at__isnull=False)
-    if "after" in f:
-        rows = rows.filter(died_at__gte=parse_moment(f["after"][0]))
-    if "before" in f:
-        rows = rows.filter(died_at__lt=parse_moment(f["before"][0]))
+    if "since" in f:
+        rows = rows.filter(died_at__gte=parse_moment(f["since"][0]))
+    if "until" in f:
+        rows = rows.filter(died_at__lte=parse_moment(f["until"][0], end_of_day=True))
     if "q" in f:
         rows = rows.filter(Q(error_class__icontains=f["q"][0]) | Q(message__icontains=f["q"][0]))
     return rows
@@ -288,8 +297,8 @@ def _filter_jobs(rows: "QuerySet[Job]", f: dict[str, list[str]]) -> "QuerySet[Jo
         rows = rows.filter(unique_key=f["unique_key"][0])
     if "params" in f:
         rows = rows.filter(params__contains=f["params"][0])
-    if "after" in f:
-        rows = rows.filter(enqueued_at__gte=parse_moment(f["after"][0]))
-    if "before" in f:
-        rows = rows.filter(enqueued_at__lt=parse_moment(f["before"][0]))
+    if "since" in f:
+        rows = rows.filter(enqueued_at__gte=parse_moment(f["since"][0]))
+    if "until" in f:
+        rows = rows.filter(enqueued_at__lte=parse_moment(f["until"][0], end_of_day=True))
     return rows

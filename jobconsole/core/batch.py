@@ -65,12 +65,11 @@ def apply_batch(
     calls: list[Call[Any]] = [store.drain_call(queue) for queue in queues]
     for item in items:
         if action is BatchAction.RESUBMIT:
-            calls.append(
-                store.edit_call(
-                    item.queue, item.job_id, expected_state="dead", expected_attempts=item.expected_attempts,
-                    run_at_ms=item.run_at_ms, resubmit=True, reset_attempts=reset_attempts, stamp=stamp,
-                )  # fmt: skip
-            )
+            resubmit = store.edit_call(
+                item.queue, item.job_id, expected_state="dead", expected_attempts=item.expected_attempts,
+                run_at_ms=item.run_at_ms, resubmit=True, reset_attempts=reset_attempts, stamp=stamp,
+            )  # fmt: skip
+            calls.append(resubmit)
         elif action is BatchAction.PURGE:
             calls.append(store.delete_call(item.queue, item.job_id, expected_state="dead"))
         elif action is BatchAction.RETRY:

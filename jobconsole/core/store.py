@@ -227,13 +227,11 @@ class Store:
         resubmit: bool,
         reset_attempts: bool,
     ) -> Edited:
-        return self.run(
-            self.edit_call(
-                queue, job_id, expected_state=expected_state, expected_attempts=expected_attempts,
-                priority=priority, run_at_ms=run_at_ms, params_json=params_json, resubmit=resubmit,
-                reset_attempts=reset_attempts,
-            )  # fmt: skip
-        )
+        call = self.edit_call(
+            queue, job_id, expected_state=expected_state, expected_attempts=expected_attempts, priority=priority,
+            run_at_ms=run_at_ms, params_json=params_json, resubmit=resubmit, reset_attempts=reset_attempts,
+        )  # fmt: skip
+        return self.run(call)
 
     def set_paused(self, queue: str, paused: bool) -> bool:
         """True when the queue's state changed."""

@@ -6,68 +6,165 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobconsole', '0002_mirror_epoch_and_restore'),
+        ("jobconsole", "0002_mirror_epoch_and_restore"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BulkOperation',
+            name="BulkOperation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('resubmit_deadletters', 'Resubmit dead letters'), ('purge_deadletters', 'Purge dead letters'), ('retry_jobs', 'Retry jobs'), ('cancel_jobs', 'Cancel jobs'), ('delete_jobs', 'Delete jobs')], max_length=32)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('cancelled', 'Cancelled'), ('failed', 'Failed')], db_index=True, default='pending', max_length=16)),
-                ('actor', models.CharField(help_text='username, or the command for shell actions', max_length=150)),
-                ('selection', models.JSONField(blank=True, default=dict, help_text='the filter or the ids, as given')),
-                ('options', models.JSONField(blank=True, default=dict, help_text='reset_attempts, spread_seconds')),
-                ('reason', models.TextField(blank=True, default='')),
-                ('confirmation', models.CharField(blank=True, help_text='digest of the preview confirmed (no twice)', max_length=64, null=True, unique=True)),
-                ('stamp', models.CharField(help_text='recorded in each job it changed; a repeated chunk changes nothing twice', max_length=26, unique=True)),
-                ('job_id', models.CharField(blank=True, default='', help_text='the system job running it', max_length=26)),
-                ('previewed', models.IntegerField(blank=True, help_text='jobs the confirmed preview showed', null=True)),
-                ('total', models.IntegerField(default=0, help_text='jobs frozen at confirmation')),
-                ('done', models.IntegerField(default=0)),
-                ('refused', models.IntegerField(default=0, help_text='jobs that had moved on (compare-and-set refused)')),
-                ('failed', models.IntegerField(default=0, help_text='jobs Redis answered with an error')),
-                ('chunks', models.IntegerField(default=0)),
-                ('chunks_done', models.IntegerField(default=0)),
-                ('redone', models.IntegerField(default=0, help_text='chunks run again after an interruption')),
-                ('spread_start_ms', models.BigIntegerField(blank=True, help_text='Redis time the spread window opens', null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('cancelled_by', models.CharField(blank=True, default='', max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('progressed_at', models.DateTimeField(blank=True, help_text='when the last chunk finished', null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('summary', models.JSONField(blank=True, default=dict, help_text='refusals by reason with a sample; errors')),
-                ('audit', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobconsole.auditlog')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("resubmit_deadletters", "Resubmit dead letters"),
+                            ("purge_deadletters", "Purge dead letters"),
+                            ("retry_jobs", "Retry jobs"),
+                            ("cancel_jobs", "Cancel jobs"),
+                            ("delete_jobs", "Delete jobs"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("actor", models.CharField(help_text="username, or the command for shell actions", max_length=150)),
+                ("selection", models.JSONField(blank=True, default=dict, help_text="the filter or the ids, as given")),
+                ("options", models.JSONField(blank=True, default=dict, help_text="reset_attempts, spread_seconds")),
+                ("reason", models.TextField(blank=True, default="")),
+                (
+                    "confirmation",
+                    models.CharField(
+                        blank=True,
+                        help_text="digest of the preview confirmed (no twice)",
+                        max_length=64,
+                        null=True,
+                        unique=True,
+                    ),
+                ),
+                (
+                    "stamp",
+                    models.CharField(
+                        help_text="recorded in each job it changed; a repeated chunk changes nothing twice",
+                        max_length=26,
+                        unique=True,
+                    ),
+                ),
+                (
+                    "job_id",
+                    models.CharField(blank=True, default="", help_text="the system job running it", max_length=26),
+                ),
+                (
+                    "previewed",
+                    models.IntegerField(blank=True, help_text="jobs the confirmed preview showed", null=True),
+                ),
+                ("total", models.IntegerField(default=0, help_text="jobs frozen at confirmation")),
+                ("done", models.IntegerField(default=0)),
+                (
+                    "refused",
+                    models.IntegerField(default=0, help_text="jobs that had moved on (compare-and-set refused)"),
+                ),
+                ("failed", models.IntegerField(default=0, help_text="jobs Redis answered with an error")),
+                ("chunks", models.IntegerField(default=0)),
+                ("chunks_done", models.IntegerField(default=0)),
+                ("redone", models.IntegerField(default=0, help_text="chunks run again after an interruption")),
+                (
+                    "spread_start_ms",
+                    models.BigIntegerField(blank=True, help_text="Redis time the spread window opens", null=True),
+                ),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("cancelled_by", models.CharField(blank=True, default="", max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "progressed_at",
+                    models.DateTimeField(blank=True, help_text="when the last chunk finished", null=True),
+                ),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "summary",
+                    models.JSONField(blank=True, default=dict, help_text="refusals by reason with a sample; errors"),
+                ),
+                (
+                    "audit",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="jobconsole.auditlog",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='BulkChunk',
+            name="BulkChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.IntegerField()),
-                ('first', models.IntegerField(help_text='position of its first job in the frozen set')),
-                ('items', models.JSONField(help_text='[job id, queue, dead letter pk or null, attempts or null] per job')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('started', 'started (its Redis step may have run)'), ('done', 'Done')], default='pending', max_length=16)),
-                ('runs', models.IntegerField(default=0, help_text='times its Redis step began')),
-                ('done', models.IntegerField(default=0)),
-                ('refused', models.IntegerField(default=0)),
-                ('failed', models.IntegerField(default=0)),
-                ('refusals', models.JSONField(blank=True, default=dict, help_text='reasons counted, and a sample of jobs')),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('operation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunk_rows', to='jobconsole.bulkoperation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("index", models.IntegerField()),
+                ("first", models.IntegerField(help_text="position of its first job in the frozen set")),
+                (
+                    "items",
+                    models.JSONField(help_text="[job id, queue, dead letter pk or null, attempts or null] per job"),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("started", "started (its Redis step may have run)"),
+                            ("done", "Done"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("runs", models.IntegerField(default=0, help_text="times its Redis step began")),
+                ("done", models.IntegerField(default=0)),
+                ("refused", models.IntegerField(default=0)),
+                ("failed", models.IntegerField(default=0)),
+                (
+                    "refusals",
+                    models.JSONField(blank=True, default=dict, help_text="reasons counted, and a sample of jobs"),
+                ),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "operation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunk_rows",
+                        to="jobconsole.bulkoperation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['operation', 'index'],
-                'constraints': [models.UniqueConstraint(fields=('operation', 'index'), name='jc_bulkchunk_op_index')],
+                "ordering": ["operation", "index"],
+                "constraints": [models.UniqueConstraint(fields=("operation", "index"), name="jc_bulkchunk_op_index")],
             },
         ),
     ]
