@@ -13,7 +13,7 @@ from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from dashboards.permissions import view_required
@@ -37,7 +37,7 @@ def _back_to_list(selection: Selection | None, spec: KindSpec | None) -> str:
     name = LIST_PAGES[spec.target if spec else (selection.target if selection else "deadletter")]
     try:
         url = reverse(name)
-    except Exception:  # noqa: BLE001 - NoReverseMatch: that page is not built or not routed
+    except NoReverseMatch:  # that page is not built, or this deployment does not route it
         return ""
     return f"{url}?{selection.query_string()}" if selection and not selection.explicit else url
 
@@ -179,11 +179,13 @@ def bulk_list(request: HttpRequest) -> HttpResponse:
         else:
             errors.append("That page link is not valid; showing the newest operations.")
     found = list(rows.order_by("-pk")[: PAGE + 1])
-    items = [{"operation": op, "progress": progress(op), "selection": _describe(op)} for op in found[:PAGE]]
+    shown = found[:PAGE]
+    figures = [progress(op) for op in shown]
+    items = [{"operation": op, "progress": p, "selection": _describe(op)} for op, p in zip(shown, figures, strict=True)]
     context = {
         "items": items, "next_before": found[PAGE - 1].pk if len(found) > PAGE else None, "kinds": KINDS,
         "kind": kind, "errors": errors,
-        "live": any(not item["progress"].is_finished for item in items),
+        "live": any(not p.is_finished for p in figures),
     }  # fmt: skip
     return page(request, "dashboards/bulk_list.html", "bulk", context, partial="operations")
 

@@ -1,10 +1,7 @@
 """The kinds of bulk operation: what each one acts on, the engine action it runs, and who may start it."""
 
 from dataclasses import dataclass
-from typing import Literal
-
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
+from typing import Any, Literal
 
 from jobconsole.core.batch import BatchAction
 from jobconsole.models import BulkOperation
@@ -27,7 +24,8 @@ class KindSpec:
     def label(self) -> str:
         return str(self.kind.label)
 
-    def allowed(self, user: AbstractBaseUser | AnonymousUser) -> bool:
+    def allowed(self, user: Any) -> bool:
+        """`user`: request.user (a User or an AnonymousUser; django-stubs types it as neither)."""
         return bool(user.is_authenticated and user.is_active and user.has_perm(self.permission))
 
 

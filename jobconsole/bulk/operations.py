@@ -15,11 +15,9 @@
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
 from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -43,7 +41,7 @@ RETRYABLE = [s.value for s in (JobState.SCHEDULED, JobState.RETRYING, JobState.D
                                JobState.DROPPED, JobState.CANCELLED)]  # fmt: skip
 CANCELLABLE = [s.value for s in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)]
 
-User = AbstractBaseUser | AnonymousUser
+type User = Any  # request.user: a User or an AnonymousUser (django-stubs types it as neither)
 
 
 class ConfirmError(ValueError):
@@ -106,7 +104,7 @@ def preview(kind: str, selection: Selection, *, sample: int = SAMPLE) -> Preview
     """How many jobs the operation would act on, and a sample of them. Changes nothing."""
     spec = kind_spec(kind)
     if spec.target != selection.target:
-        raise SelectionError(f"{spec.label} acts on {spec.target}s, not on {selection.target}s.")
+        raise SelectionError(f"{spec.label} acts on {_noun(spec.target)}, not on {_noun(selection.target)}.")
     watermark = Watermark.now()
     rows = watermark.bound(spec.target, matching(selection))
     chosen = eligible(spec, rows)
@@ -119,6 +117,10 @@ def preview(kind: str, selection: Selection, *, sample: int = SAMPLE) -> Preview
         salt=SALT, compress=True,
     )  # fmt: skip
     return Preview(spec, selection, matched, count, rows_sample, watermark, token)
+
+
+def _noun(target: str) -> str:
+    return "dead letters" if target == "deadletter" else "jobs"
 
 
 def parse_options(spec: KindSpec, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,7 +144,7 @@ def confirm(token: str, *, user: User, options: Mapping[str, Any], reason: str =
     """Freeze, record and enqueue the previewed operation; (operation, False) when this confirmation was already
     carried out. Raises ConfirmError (stale or altered confirmation, nothing left to do), PermissionDenied."""
     try:
-        data = signing.loads(token, salt=SALT, max_age=bulk_config()["PREVIEW_MAX_AGE"])
+        data = signing.loads(token, salt=SALT, max_age=timedelta(seconds=bulk_config()["PREVIEW_MAX_AGE"]))
     except signing.SignatureExpired:
         minutes = int(bulk_config()["PREVIEW_MAX_AGE"] // 60)
         raise ConfirmError(

@@ -1,21 +1,23 @@
 """The work of a bulk operation, run by the system task `jobconsole.bulk` on a worker (jobconsole/tasks.py).
 
-The frozen chunks are processed in order, each in three steps:
+The frozen chunks are processed in order. A chunk is marked `started` (its run counted) before its Redis step:
+the first one of a run when the run begins, every later one in the commit of the chunk before it. Then:
 
-1. mark the chunk `started` and count the run (committed);
-2. the Redis step: one pipelined round trip of per-job scripts, each carrying the operation's stamp
+1. the Redis step: one pipelined round trip of per-job scripts, each carrying the operation's stamp
    (core/batch.py);
-3. in one transaction: mark the chunk `done` with its counts (only if it is still `started`), add its counts
-   to the operation, and the database side of the action (dead letters marked resubmitted by the operator,
-   purged or deleted jobs' rows removed).
+2. one transaction: the chunk `done` with its counts (only if it is not done yet), its counts added to the
+   operation, the database side of the action (dead letters marked resubmitted by the operator, purged or
+   deleted jobs' rows removed), and the next chunk marked `started`. One write transaction per chunk: the
+   database's write lock is shared with the mirror.
 
 A worker killed anywhere leaves the chunk `started` or `done`, never counted twice: the engine's recoverer
 requeues the system job when its lease runs out and the next attempt starts again at the first chunk not done.
-A chunk whose Redis step already ran is run again (counted in `redone`): the jobs it changed answer ALREADY
-(their hash carries the stamp) and count as done, not refused; purged or deleted jobs answer "missing", which
-for those actions is done too. Two runners on one operation (a lease lost while its holder still ran) change
-nothing twice either: the stamps hold in Redis, and only the one whose step 3 finds the chunk still `started`
-counts it. Between chunks the runner heartbeats its progress and a checkpoint, and honours a cancel request.
+That chunk's Redis step may have run: it is run again (its run count above 1 counts it in `redone`), and the
+jobs it changed answer ALREADY (their hash carries the stamp) and count as done, not refused; purged or deleted
+jobs answer "missing", which for those actions is done too. Two runners on one operation (a lease lost while its
+holder still ran) change nothing twice either: the stamps hold in Redis, and only the one whose commit finds the
+chunk not yet done counts it. Between chunks the runner heartbeats its progress and a checkpoint, and honours a
+cancel request.
 """
 
 import logging
@@ -38,6 +40,7 @@ from jobconsole.models import AuditLog, BulkChunk, BulkOperation, DeadLetter, Jo
 log = logging.getLogger(__name__)
 
 SAMPLE_PER_CHUNK = 10
+PROGRESS_FIELDS = ["done", "refused", "failed", "chunks_done", "cancel_requested", "status"]
 SUMMARY_SAMPLE = 20
 Status = BulkOperation.Status
 
@@ -92,11 +95,13 @@ def run_operation(operation_id: int, context: JobContext | None = None) -> dict[
     todo = list(
         operation.chunk_rows.exclude(status=BulkChunk.Status.DONE).order_by("index").values_list("pk", flat=True)
     )
-    for chunk_pk in todo:
+    if todo:  # the first chunk's run begins (each later one's is marked in the commit of the one before)
+        BulkChunk.objects.filter(pk=todo[0]).update(status=BulkChunk.Status.STARTED, runs=F("runs") + 1)
+    for n, chunk_pk in enumerate(todo):
         if operation.cancel_requested or (context is not None and context.cancel_requested):
             return _finish(operation, Status.CANCELLED)
-        _process_chunk(operation, spec, chunk_pk, client)
-        operation.refresh_from_db()
+        _process_chunk(operation, spec, chunk_pk, client, todo[n + 1] if n + 1 < len(todo) else None)
+        operation.refresh_from_db(fields=PROGRESS_FIELDS)
         if context is not None:
             processed = operation.done + operation.refused + operation.failed
             context.heartbeat(
@@ -108,12 +113,12 @@ def run_operation(operation_id: int, context: JobContext | None = None) -> dict[
     return _finish(operation, Status.DONE)
 
 
-def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, client: Any) -> None:
+def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, client: Any, next_pk: int | None) -> None:
+    """One chunk: its Redis step, then one commit that counts it (once) and marks the next one started."""
     chunk = BulkChunk.objects.get(pk=chunk_pk)
     if chunk.status == BulkChunk.Status.DONE:
         return
-    redo = chunk.status == BulkChunk.Status.STARTED
-    BulkChunk.objects.filter(pk=chunk_pk).update(status=BulkChunk.Status.STARTED, runs=F("runs") + 1)
+    redo = chunk.runs > 1  # marked started by an earlier run too: its Redis step may have run already
     items = _batch_items(operation, spec, chunk)
     results = apply_batch(
         client, spec.action, items, stamp=operation.stamp,
@@ -126,10 +131,11 @@ def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, clie
         tally.add(result)
     now = timezone.now()
     with transaction.atomic():
-        marked = BulkChunk.objects.filter(pk=chunk_pk, status=BulkChunk.Status.STARTED).update(
-            status=BulkChunk.Status.DONE, done=len(tally.done), refused=tally.refused, failed=tally.failed,
-            refusals={"reasons": dict(tally.reasons), "sample": tally.sample}, finished_at=now,
-        )  # fmt: skip
+        # One write transaction per chunk: the database's write lock is shared with the mirror.
+        counts = {"done": len(tally.done), "refused": tally.refused, "failed": tally.failed}
+        refusals = {"reasons": dict(tally.reasons), "sample": tally.sample}
+        unfinished = BulkChunk.objects.filter(pk=chunk_pk).exclude(status=BulkChunk.Status.DONE)
+        marked = unfinished.update(status=BulkChunk.Status.DONE, refusals=refusals, finished_at=now, **counts)
         if not marked:  # another run of this operation counted it first
             return
         BulkOperation.objects.filter(pk=operation.pk).update(
@@ -138,6 +144,10 @@ def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, clie
             progressed_at=now,
         )  # fmt: skip
         _database_side(operation, spec, chunk, set(tally.done))
+        if next_pk is not None:
+            BulkChunk.objects.filter(pk=next_pk).exclude(status=BulkChunk.Status.DONE).update(
+                status=BulkChunk.Status.STARTED, runs=F("runs") + 1
+            )
 
 
 def _batch_items(operation: BulkOperation, spec: KindSpec, chunk: BulkChunk) -> list[BatchItem]:
@@ -210,6 +220,8 @@ def summarize(operation: BulkOperation) -> dict[str, Any]:
 
 
 def _close_audit(operation: BulkOperation) -> None:
+    if operation.audit_id is None:
+        return
     record = AuditLog.objects.filter(pk=operation.audit_id).first()
     if record is None:
         return

@@ -39,7 +39,6 @@ from django.utils.dateparse import parse_date, parse_datetime
 from jobconsole.bulk.kinds import Target
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.ids import check_job_id
-from jobconsole.core.keys import NAME_PATTERN
 from jobconsole.core.states import JobState
 from jobconsole.models import DeadLetter, Job
 
@@ -49,6 +48,7 @@ IGNORED = frozenset({
     "view", "format", "range", "tab", "csrfmiddlewaretoken", "_",
 })  # fmt: skip
 _FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")  # queue and task names, as the engine accepts them
 _SPLIT = re.compile(r"[\s,]+")
 
 

@@ -189,6 +189,17 @@ class Store:
     def delete(self, queue: str, job_id: str) -> str:
         return self.run(self.delete_call(queue, job_id))
 
+    def resubmit_call(
+        self, queue: str, jobs: Sequence[tuple[str, int | None, int | None]], *, stamp: str, reset_attempts: bool
+    ) -> Call[list[str]]:
+        """Resubmit dead jobs given as (id, expected attempts or None, run-at ms or None), compare-and-set and once
+        per stamp (lua/resubmit.lua); per job 'queued', 'scheduled', 'already', 'missing', 'duplicate' or
+        'conflict:<state>'."""
+        args: list[Arg] = [*self._head(queue), stamp, int(reset_attempts), len(jobs)]
+        for job_id, attempts, run_at_ms in jobs:
+            args += [job_id, "" if attempts is None else attempts, "" if run_at_ms is None else run_at_ms]
+        return Call("resubmit", script_keys("resubmit", queue), args, _strings)
+
     def edit_call(
         self,
         queue: str,

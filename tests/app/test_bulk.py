@@ -101,7 +101,7 @@ def test_preview_counts_and_samples_without_changing_anything(client, mirror, r,
     assert preview("resubmit", Selection("deadletter", ids=(ids[1], ids[2]))).count == 2
     assert not BulkOperation.objects.exists() and not AuditLog.objects.exists()
     assert [state(r, i) for i in ids[1:]] == ["dead"] * 4
-    with pytest.raises(SelectionError, match="acts on dead letters"):
+    with pytest.raises(SelectionError, match="acts on jobs, not on dead letters"):
         preview("retry", EVERY_LETTER)
 
 

@@ -91,6 +91,11 @@ def chunks_done(operation: BulkOperation) -> int:
     return operation.chunks_done
 
 
+def finished(operation: BulkOperation) -> bool:
+    operation.refresh_from_db()
+    return operation.is_finished
+
+
 def assert_done_exactly_once(r: Any, ids: list[str], operation: BulkOperation) -> None:
     operation.refresh_from_db()
     assert (operation.status, operation.done, operation.refused, operation.failed) == ("done", JOBS, 0, 0)
@@ -113,7 +118,7 @@ def test_a_worker_killed_between_a_chunks_redis_step_and_its_commit(client, mirr
     # Its Redis step did run: those jobs are queued already, the database does not know it yet.
     assert {r.hget(K.job(item[0]), "state") for item in chunk.items} == {"queued"}
     workers.start("w2")  # its recoverer requeues the system job once its lease (10 s) runs out
-    wait_until(lambda: chunks_done(operation) == operation.chunks, 60, "the operation to finish", workers)
+    wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     operation.refresh_from_db()
     assert operation.redone == 1
     assert BulkChunk.objects.get(operation=operation, index=3).runs == 2
@@ -132,7 +137,7 @@ def test_workers_killed_and_stopped_mid_operation_leave_it_to_the_next(client, m
     assert second.wait(timeout=30) == 0, workers.logs()
     assert chunks_done(operation) < operation.chunks
     workers.start("w3")
-    wait_until(lambda: chunks_done(operation) == operation.chunks, 60, "the operation to finish", workers)
+    wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     assert_done_exactly_once(r, ids, operation)
     system_job = client.get(operation.job_id)
     assert system_job.state.value == "completed" and system_job.attempts == 2  # the SIGTERM cost no attempt
