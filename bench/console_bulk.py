@@ -7,7 +7,8 @@
    (SQLite in WAL mode in a temp dir unless --database-url is given), jobs of `bench.fixable` enqueued while its
    bug is "present", failed by an in-process worker, then mirrored into the database.
 2. Starts one runworker (default settings: its task threads, the mirror thread, the system worker) serving
-   `bench.fixable` and `examples.echo`, and a producer enqueueing `examples.echo` jobs at `--rate` per second.
+   `examples.echo` first, then `bench.fixable`, and a producer enqueueing `examples.echo` jobs at `--rate` per
+   second: the live traffic keeps its place ahead of the resubmitted jobs, which the worker runs with what is left.
 3. "Fixes the bug", then previews and confirms a bulk resubmit of every open dead letter (as the console does)
    and polls its progress every second until it is done.
 Prints the time to freeze the set (the confirmation request), the time from confirmation to done, the rate, the
@@ -65,6 +66,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10, help="the worker's task threads")
     parser.add_argument("--database-url", default="", help="default: a fresh SQLite file (WAL)")
     parser.add_argument("--drain", action="store_true", help="also wait for every resubmitted job to complete")
+    parser.add_argument(
+        "--system-process",
+        action="store_true",
+        help="serve the system queue from a runworker process of its own instead of the worker's system thread",
+    )
     args = parser.parse_args()
 
     from tests.redis_server import RedisServer
@@ -96,6 +102,7 @@ def main() -> None:
     from jobconsole.bulk.operations import confirm, preview
     from jobconsole.bulk.progress import progress
     from jobconsole.bulk.selection import Selection
+    from jobconsole.bulk.system import SYSTEM_QUEUE
     from jobconsole.core import JobSpec, Worker, default_registry
     from jobconsole.engine import get_client, get_redis
     from jobconsole.mirror.loop import Mirror
@@ -116,11 +123,15 @@ def main() -> None:
           f"{time.monotonic() - loading - failed_in:.0f} s to mirror them)")  # fmt: skip
     assert dead == args.dead, f"expected {args.dead} dead letters, the database has {dead}"
 
-    worker = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runworker", "--queues", "bench.fixable,examples.echo",
-         "--concurrency", str(args.concurrency), "--name", "bench-worker"],
-        env=env, cwd=ROOT,
-    )  # fmt: skip
+    manage = [sys.executable, str(ROOT / "manage.py"), "runworker"]
+    command = [*manage, "--queues", "examples.echo,bench.fixable", "--concurrency", str(args.concurrency),
+               "--name", "bench-worker"]  # fmt: skip
+    workers = [
+        subprocess.Popen([*command, "--no-system-worker"] if args.system_process else command, env=env, cwd=ROOT)
+    ]
+    if args.system_process:
+        system = [*manage, "--queues", SYSTEM_QUEUE, "--no-system-worker", "--no-mirror", "--no-maintenance"]
+        workers.append(subprocess.Popen([*system, "--concurrency", "2", "--name", "bench-system"], env=env, cwd=ROOT))
     stop = threading.Event()
     produced = [0]
     producer = threading.Thread(target=produce, args=(server.url, args.rate, stop, produced), daemon=True)
@@ -168,8 +179,10 @@ def main() -> None:
             print(f"[bench] (the mirror shows {left:,} of them not completed yet)")
     finally:
         stop.set()
-        worker.terminate()
-        worker.wait(timeout=60)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=60)
         server.stop()
 
 

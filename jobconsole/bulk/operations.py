@@ -20,7 +20,7 @@ from typing import Any
 
 from django.core import signing
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
@@ -81,10 +81,11 @@ class Preview:
 
 
 def eligible(spec: KindSpec, rows: "QuerySet[Any]") -> "QuerySet[Any]":
-    """The rows the operation can act on: a resubmit takes open dead letters whose job Redis still holds; a retry
-    or cancel, jobs in a state that allows it; a delete, anything not running."""
+    """The rows the operation can act on: a resubmit takes the dead letters not resubmitted yet; a retry or cancel,
+    jobs Redis still holds in a state that allows it; a delete, anything not running. (A dead letter whose job Redis
+    no longer holds is refused when its chunk runs, with that reason: telling them apart here would cost a join.)"""
     if spec.kind == Kind.RESUBMIT_DEADLETTERS:
-        return rows.filter(resubmitted_at__isnull=True, job__in_redis=True)
+        return rows.filter(resubmitted_at__isnull=True)
     if spec.kind == Kind.RETRY_JOBS:
         return rows.filter(in_redis=True, state__in=RETRYABLE)
     if spec.kind == Kind.CANCEL_JOBS:
@@ -94,9 +95,12 @@ def eligible(spec: KindSpec, rows: "QuerySet[Any]") -> "QuerySet[Any]":
     return rows
 
 
-def _count(spec: KindSpec, rows: "QuerySet[Any]") -> int:
-    if spec.target == "deadletter":  # a job may have died more than once
-        return rows.values("job_id").distinct().count()
+def _count(spec: KindSpec, selection: Selection, rows: "QuerySet[Any]") -> int:
+    """Jobs, not rows: a job may have died more than once. It has one open death at a time, though, so only a purge
+    that takes resubmitted dead letters too needs the (slower) distinct count."""
+    status = (selection.filter.get("status") or ["open"])[0]
+    if spec.kind == Kind.PURGE_DEADLETTERS and (selection.explicit or status != "open"):
+        return rows.order_by().values("job_id").distinct().count()
     return rows.count()
 
 
@@ -107,10 +111,13 @@ def preview(kind: str, selection: Selection, *, sample: int = SAMPLE) -> Preview
         raise SelectionError(f"{spec.label} acts on {_noun(spec.target)}, not on {_noun(selection.target)}.")
     watermark = Watermark.now()
     rows = watermark.bound(spec.target, matching(selection))
-    chosen = eligible(spec, rows)
-    matched, count = _count(spec, rows), _count(spec, chosen)
-    order = ["-died_at", "-pk"] if spec.target == "deadletter" else ["-enqueued_at", "-id"]
-    rows_sample = list(chosen.order_by(*order)[:sample])
+    open_only = spec.kind == Kind.RESUBMIT_DEADLETTERS and (selection.filter.get("status") or ["open"])[0] == "open"
+    chosen = rows if open_only and not selection.explicit else eligible(spec, rows)  # the filter says it already
+    count = _count(spec, selection, chosen)
+    matched = count if chosen is rows else _count(spec, selection, rows)
+    # Newest first by primary key (dead letters are numbered as they are recorded; job ids are ULIDs): an index
+    # walk that stops at `sample` rows, where ordering by time would sort everything the filter matches.
+    rows_sample = list(chosen.order_by("-pk")[:sample])
     token = signing.dumps(
         {"k": spec.kind.value, "s": selection.as_dict(), "t": watermark.as_of.isoformat(), "m": watermark.max_letter,
          "n": count},
@@ -201,15 +208,23 @@ def frozen_items(spec: KindSpec, rows: "QuerySet[Any]") -> list[list[Any]]:
     """The jobs to act on, in a fixed order, each once: [job id, queue] for jobs; for dead letters also the dead
     letter's pk and the attempt count of that death (the compare-and-set of a resubmit)."""
     if spec.target == "job":
-        return [[i, q] for i, q in rows.order_by("id").values_list("id", "queue").iterator(chunk_size=5000)]
+        return [[job_id, queue] for job_id, queue in _fetch(rows.order_by("id").values_list("id", "queue"))]
     seen: set[str] = set()
     items: list[list[Any]] = []
-    fields = ("job_id", "queue", "pk", "attempts")
-    for job_id, queue, pk, attempts in rows.order_by("pk").values_list(*fields).iterator(chunk_size=5000):
+    for job_id, queue, pk, attempts in _fetch(rows.order_by("pk").values_list("job_id", "queue", "pk", "attempts")):
         if job_id not in seen:
             seen.add(job_id)
             items.append([job_id, queue, pk, attempts])
     return items
+
+
+def _fetch(rows: "QuerySet[Any]") -> list[tuple[Any, ...]]:
+    """A values_list's tuples straight from the cursor: 100,000 of them in a fraction of the ORM's time (these
+    columns are plain text and integers, which need no conversion)."""
+    sql, params = rows.query.sql_with_params()
+    with connections[rows.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _create(
