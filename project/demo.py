@@ -113,8 +113,8 @@ class DemoLoad:
         self._waiting_at = 0.0
 
     def make(self) -> JobSpec:
-        weights, makers = zip(*MIX, strict=True)
-        return self.rng.choices(makers, weights=weights)[0](self.rng)
+        [(_, maker)] = self.rng.choices(MIX, weights=[weight for weight, _ in MIX])
+        return maker(self.rng)
 
     def enqueue(self, specs: list[JobSpec]) -> None:
         """Enqueue `specs`, but none to a queue already `max_backlog` deep."""
