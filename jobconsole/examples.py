@@ -113,6 +113,15 @@ def send_digest(to: str, period: str = "daily") -> dict[str, str]:
     return {"sent_to": to, "period": period}
 
 
+@task(name="examples.send_newsletter", queue="emails", priority="low", max_retries=3, retry_delay=5)
+def send_newsletter(to: str, issue: str = "") -> dict[str, str]:
+    """Slow-ish (0.5-1.5 s: the mail provider throttles bulk mail); the demo sends them in bursts that keep the
+    workers busy for a while, so queues back up and drain again."""
+    time.sleep(random.uniform(0.5, 1.5))
+    _deliver(to)
+    return {"sent_to": to, "issue": issue}
+
+
 @task(name="examples.charge_card", queue="default", priority="high", max_retries=2, retry_delay=1,
       backoff_strategy="constant")  # fmt: skip
 def charge_card(customer_id: int, amount_cents: int, card_last4: str = "4242") -> dict[str, Any]:

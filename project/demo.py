@@ -3,7 +3,9 @@
 
 Arrivals are random (Poisson) at `rate` jobs a second. The mix has fast jobs, slow ones that heartbeat their
 progress and checkpoints, failures of four distinct kinds that end as dead letters, flaky jobs that succeed
-after retries, jobs scheduled minutes ahead, unique-key jobs, and now and then a burst of emails. A queue with
+after retries, jobs scheduled minutes ahead, and unique-key jobs. At that rate the workers keep up and the queues
+are mostly empty; so every minute a burst of slow-ish newsletters keeps them busy for a while, and the queues
+back up and drain again (depth, wait times and time-to-drain have something to show). A queue with
 `max_backlog` jobs waiting gets no more until it drains, so the queues never grow without bound (with no worker
 running, they fill up to it and stop there).
 """
@@ -100,8 +102,8 @@ class DemoLoad:
     client: Client
     rate: float = 3.0  # jobs a second, on average
     max_backlog: int = 200  # waiting jobs a queue may hold before the demo skips it
-    burst_every: float = 120.0  # seconds between bursts of newsletter emails (0: none)
-    burst_size: int = 40
+    burst_every: float = 60.0  # seconds between bursts of newsletters (0: none)
+    burst_size: int = 100
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -144,7 +146,7 @@ class DemoLoad:
     def run(self, *, duration: float = 0.0, count: int = 0, stop: Callable[[], bool] = lambda: False) -> None:
         """Enqueue until `stop()`, or for `duration` seconds, or `count` jobs (0: no such limit)."""
         started = now = time.monotonic()
-        next_job, next_burst, next_report = now, now + self.burst_every, now + 30.0
+        next_job, next_burst, next_report = now, now + min(20.0, self.burst_every), now + 30.0
         while not stop() and (not duration or now - started < duration) and (not count or self.sent < count):
             try:
                 if self.burst_every and now >= next_burst:
@@ -171,4 +173,5 @@ class DemoLoad:
         return ", ".join(f"{name} {n}" for name, n in sorted(self.tally.items())) or "nothing enqueued yet"
 
     def _newsletter(self) -> JobSpec:
-        return JobSpec(task="examples.send_digest", params={"to": _address(self.rng, 0.02), "period": "newsletter"})
+        params = {"to": _address(self.rng, bounce=0.02), "issue": time.strftime("%Y-%m-%d %H:%M")}
+        return JobSpec(task="examples.send_newsletter", params=params)

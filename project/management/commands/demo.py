@@ -19,14 +19,17 @@ class Command(BaseCommand):
         parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds")
         parser.add_argument("--count", type=int, default=0, help="stop after this many jobs")
         parser.add_argument("--max-backlog", type=int, default=200, help="waiting jobs a queue may hold (200)")
-        parser.add_argument("--burst-every", type=float, default=120.0, help="seconds between email bursts (0: none)")
+        parser.add_argument(
+            "--burst-every", type=float, default=60.0, help="seconds between newsletter bursts (0: none)"
+        )
+        parser.add_argument("--burst-size", type=int, default=100, help="newsletters in a burst (100)")
         parser.add_argument("--seed", type=int, default=None, help="for a repeatable sequence of jobs")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             load = DemoLoad(
                 get_client(), rate=options["rate"], max_backlog=options["max_backlog"],
-                burst_every=options["burst_every"], seed=options["seed"],
+                burst_every=options["burst_every"], burst_size=options["burst_size"], seed=options["seed"],
             )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
