@@ -13,12 +13,19 @@ from jobconsole.engine import get_client
 PAGE = 50
 
 
+def complain(request: HttpRequest, text: str) -> None:
+    """A message about the page's address, on the page itself only: the live part's polls of the same address
+    would otherwise pile the same message up for the next page."""
+    if not getattr(request, "htmx", False):
+        messages.error(request, text)
+
+
 def chosen_queue(request: HttpRequest, queues: list[str]) -> str:
     """The `queue` filter of the running and scheduled pages: '' for every queue (and for a name no job has
     used, with a message)."""
     queue = request.GET.get("queue", "")
     if queue and queue not in queues:
-        messages.error(request, f"Unknown queue {queue[:100]!r}; showing every queue.")
+        complain(request, f"Unknown queue {queue[:100]!r}; showing every queue.")
         return ""
     return queue
 
@@ -33,7 +40,7 @@ def running(request: HttpRequest) -> HttpResponse:
     try:
         found = queries.timed_jobs("running", names, cursor=cursor, limit=PAGE)
     except InvalidJob:
-        messages.error(request, "That page link is no longer valid; showing the first page.")
+        complain(request, "That page link is no longer valid; showing the first page.")
         cursor = None
         found = queries.timed_jobs("running", names, limit=PAGE)
     workers = queries.workers()

@@ -4,13 +4,12 @@ when (the next hour by minute, or the next day by hour), counted by the engine w
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dashboards.permissions import view_required
 from dashboards.rendering import page
-from dashboards.views.running import chosen_queue
+from dashboards.views.running import chosen_queue, complain
 from jobconsole.core import InvalidJob
 from jobconsole.engine import get_client
 
@@ -70,13 +69,13 @@ def scheduled(request: HttpRequest) -> HttpResponse:
     names = [queue] if queue else queues
     range_name = request.GET.get("range", "hour")
     if range_name not in RANGES:
-        messages.error(request, f"Unknown range {range_name[:20]!r}: choose the next hour or the next day.")
+        complain(request, f"Unknown range {range_name[:20]!r}: choose the next hour or the next day.")
         range_name = "hour"
     cursor = request.GET.get("cursor") or None
     try:
         found = queries.timed_jobs("scheduled", names, cursor=cursor, limit=PAGE)
     except InvalidJob:
-        messages.error(request, "That page link is no longer valid; showing the first page.")
+        complain(request, "That page link is no longer valid; showing the first page.")
         cursor = None
         found = queries.timed_jobs("scheduled", names, limit=PAGE)
     context = {

@@ -176,6 +176,10 @@ def test_bad_cursors_and_hostile_input_are_harmless(client, mirror, r):
         assert response.status_code == 200, path
         assert "no longer valid" in text(response) and "Unknown queue" in text(response)
     assert "Unknown range" in text(browser.get("/scheduled/", {"range": "year"}))
+    # The live part's polls get the partial alone, and leave no message behind for the next page.
+    poll = browser.get("/running/", {"queue": "nope"}, headers={"HX-Request": "true"})
+    assert poll.status_code == 200 and 'id="running-live"' in text(poll) and "<html" not in text(poll)
+    assert "Unknown queue" not in text(browser.get("/running/"))
     missing = browser.get("/jobs/not-a-job/")
     assert missing.status_code == 404 and "is not a job id" in text(missing)
     unknown = browser.get("/jobs/01JD3Z8K4N5P6Q7R8S9T0V1W2X/")
