@@ -10,29 +10,31 @@ from functools import wraps
 from typing import Any, Literal
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 Kind = Literal["job", "deadletter", "queue"]
 KINDS: tuple[Kind, ...] = ("job", "deadletter", "queue")
 
-type View = Callable[..., HttpResponse]
+type View = Callable[..., HttpResponseBase]
+# request.user: a User (with is_staff and has_perm) or an AnonymousUser; django-stubs types it as neither.
+type UserLike = Any
 
 
-def can_view(user: AbstractBaseUser | AnonymousUser) -> bool:
+def can_view(user: UserLike) -> bool:
     return bool(user.is_active and (user.is_staff or user.has_perm("jobconsole.view_job")))
 
 
-def can_operate(user: AbstractBaseUser | AnonymousUser, kind: Kind) -> bool:
+def can_operate(user: UserLike, kind: Kind) -> bool:
     return bool(user.is_active and user.has_perm(f"jobconsole.operate_{kind}"))
 
 
-def can_purge(user: AbstractBaseUser | AnonymousUser, kind: Kind) -> bool:
+def can_purge(user: UserLike, kind: Kind) -> bool:
     return bool(user.is_active and user.has_perm(f"jobconsole.purge_{kind}"))
 
 
-def abilities(user: AbstractBaseUser | AnonymousUser) -> dict[str, bool]:
+def abilities(user: UserLike) -> dict[str, bool]:
     """`can.operate_job`, `can.purge_deadletter`, ... for templates."""
     out = {"view": can_view(user)}
     for kind in KINDS:
@@ -46,7 +48,7 @@ def view_required(view: View) -> View:
 
     @login_required
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not can_view(request.user):
             raise PermissionDenied("You may not view the console: ask for staff access or the view permission.")
         return view(request, *args, **kwargs)
@@ -54,13 +56,11 @@ def view_required(view: View) -> View:
     return wrapped
 
 
-def _requires(
-    check: Callable[[AbstractBaseUser | AnonymousUser, Kind], bool], kind: Kind, verb: str
-) -> Callable[[View], View]:
+def _requires(check: Callable[[UserLike, Kind], bool], kind: Kind, verb: str) -> Callable[[View], View]:
     def decorate(view: View) -> View:
         @view_required
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not check(request.user, kind):
                 raise PermissionDenied(f"You may not {verb} ({kind}): your account lacks that permission.")
             return view(request, *args, **kwargs)

@@ -24,7 +24,7 @@ class PlotlyFinder(BaseFinder):
     def check(self, **kwargs: Any) -> list[Any]:
         return []
 
-    def find(self, path: str, find_all: bool = False, **kwargs: Any) -> str | list[str]:
+    def find(self, path: str, find_all: bool = False, **kwargs: Any) -> Any:  # str, or list[str] with find_all
         if path != NAME:
             return [] if find_all else ""
         found = str(SOURCE / "plotly.min.js")

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from dashboards.views import health, job, jobs, overview, queues, running, scheduled
+from dashboards.views import audit, dead_letters, health, job, jobs, overview, queues, running, scheduled, workers
 
 app_name = "dashboards"
 urlpatterns = [
@@ -17,5 +17,9 @@ urlpatterns = [
     path("jobs/<str:job_id>/edit", job.job_edit, name="job_edit"),
     path("running/", running.running, name="running"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),
+    path("dead/", dead_letters.dead_letter_list, name="dead_letters"),
+    re_path(r"^dead/export\.(?P<fmt>csv|json)$", dead_letters.dead_letter_export, name="dead_letters_export"),
+    path("workers/", workers.worker_list, name="workers"),
+    path("audit/", audit.audit_log, name="audit"),
     path("healthz", health.healthz, name="healthz"),
 ]
