@@ -222,4 +222,5 @@ def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
 
 
 def _where(worker: str, host: str, pid: object) -> str:
-    return " ".join(p for p in (worker and f"on {worker}", host and f"host {host}", pid and f"pid {pid}") if p)
+    parts = [f"on {worker}" if worker else "", f"host {host}" if host else "", f"pid {pid}" if pid else ""]
+    return " ".join(p for p in parts if p)

@@ -1,14 +1,15 @@
 """Searching jobs in the database mirror: the filters (all in the GET query string, so a search is a link) and
 a page of matching rows by keyset cursor on (enqueued_at, id), newest first.
 
-No COUNT over the table and no OFFSET: each page is one indexed range read of at most PAGE + 1 rows (the
-indexes on state, queue+state, task and unique_key each end in enqueued_at), and a cursor stays valid while
-rows arrive (new jobs come in above it). Parameter text is a plain LIKE that Django escapes (% and _ match
-themselves), so it scans the rows the other filters leave: combine it with a queue, task or time range on big
-tables.
+No COUNT over the table and no OFFSET: each page is an indexed range read of at most PAGE + 1 rows (the
+indexes on state, queue+state and task end in enqueued_at; a queue alone is read state by state and merged),
+and a cursor stays valid while rows arrive (new jobs come in above it). Parameter text is a plain LIKE that
+Django escapes (% and _ match themselves), so it scans the rows the other filters leave: combine it with a
+queue, task or time range on big tables.
 """
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -126,7 +127,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 @dataclass(frozen=True, slots=True)
 class JobRows:
-    rows: list[Job]
+    rows: Sequence[Job]  # each with `params_preview`, the start of its parameters
     next_cursor: str | None
 
 
@@ -146,18 +147,31 @@ def matching(filters: dict[str, Any]) -> QuerySet[Job]:
 
 def page(filters: dict[str, Any], cursor: str | None, limit: int = PAGE) -> JobRows:
     """Up to `limit` matching rows, newest first, after the cursor. Raises BadCursor."""
-    rows = matching(filters)
-    if cursor:
-        at, job_id = decode_cursor(cursor)
-        # (enqueued_at, id) < (at, job_id), written as a range the time indexes can serve, minus the ties.
-        rows = rows.filter(enqueued_at__lte=at).exclude(enqueued_at=at, id__gte=job_id)
-    found = list(
-        rows.order_by("-enqueued_at", "-id")
-        .defer("params", "result", "checkpoint", "last_error", "reason")
-        .annotate(params_preview=Substr("params", 1, PREVIEW))[: limit + 1]
-    )
+    after = decode_cursor(cursor) if cursor else None
+    if filters.get("queue") and not any(filters.get(k) for k in ("state", "id", "unique_key")):
+        # No index orders one queue's rows by time across states: read each state's newest rows by the
+        # (queue, state, enqueued_at) index and merge them, instead of sorting the whole queue.
+        found: list[Job] = []
+        for state in STATES:
+            found += _newest({**filters, "state": state}, after, limit + 1)
+        found.sort(key=lambda job: (job.enqueued_at, job.id), reverse=True)
+    else:
+        found = _newest(filters, after, limit + 1)
     if len(found) <= limit:
         return JobRows(found, None)
     last = found[limit - 1]
     assert last.enqueued_at is not None
     return JobRows(found[:limit], encode_cursor(last.enqueued_at, last.id))
+
+
+def _newest(filters: dict[str, Any], after: tuple[datetime, str] | None, count: int) -> list[Job]:
+    rows = matching(filters)
+    if after:
+        at, job_id = after
+        # (enqueued_at, id) < (at, job_id), written as a range the time indexes can serve, minus the ties.
+        rows = rows.filter(enqueued_at__lte=at).exclude(enqueued_at=at, id__gte=job_id)
+    return list(
+        rows.order_by("-enqueued_at", "-id")
+        .defer("params", "result", "checkpoint", "last_error", "reason")
+        .annotate(params_preview=Substr("params", 1, PREVIEW))[:count]
+    )

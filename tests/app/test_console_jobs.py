@@ -139,6 +139,23 @@ def test_cursor_paging_stays_valid_while_rows_arrive_and_never_counts(client, mi
     assert set(ids_on(browser.get("/jobs/", {"task": "examples.echo"}))) >= set(newer)
 
 
+def test_a_queue_alone_pages_in_time_order_across_states(client, mirror, r):
+    ids = echoes(client, 130)
+    for job_id in ids[::3]:
+        client.cancel(job_id)  # two states interleaved in time in one queue
+    mirror.drain()
+    expected = [j.id for j in Job.objects.order_by("-enqueued_at", "-id")]
+    browser = web(*VIEW)
+    seen, query = [], {"queue": "examples.echo"}
+    while True:
+        response = browser.get("/jobs/", query)
+        seen += ids_on(response)
+        if not response.context["next_cursor"]:
+            break
+        query = {"queue": "examples.echo", "cursor": response.context["next_cursor"]}
+    assert seen == expected
+
+
 @pytest.mark.parametrize(
     "query, message",
     [
