@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from dashboards.charts import time_series
 from dashboards.permissions import view_required
 from dashboards.rendering import page
 from dashboards.views.running import chosen_queue, complain
@@ -43,16 +44,12 @@ def histogram(queues: list[str], now: datetime, range_name: str) -> dict[str, An
     fmt = "%H:%M" if width < timedelta(hours=1) else "%a %H:00"
     # Each bucket is labelled by its whole minute or hour; the first is that of `now`, though it starts at `now`.
     local = [timezone.localtime(s) for s in [starts[1] - width, *starts[1:-1]]]
-    figure = {
-        "data": [{
-            "type": "bar", "x": [s.strftime("%Y-%m-%d %H:%M") for s in local], "y": in_range,
-            "marker": {"color": "#2f6fde"}, "hovertemplate": "%{y} due from %{x}<extra></extra>",
-            # Each bar spans its minute or hour instead of standing on the start of it.
-            "xperiod": int(width.total_seconds() * 1000), "xperiodalignment": "middle",
-        }],
-        "layout": {"xaxis": {"type": "date"}, "yaxis": {"title": {"text": "jobs"}, "rangemode": "tozero"},
-                   "bargap": 0.15, "hovermode": "closest"},
-    }  # fmt: skip
+    figure = time_series({"jobs due": list(zip(local, in_range, strict=True))}, y_title="jobs", kind="bar")
+    if figure is not None:
+        # Each bar spans its minute or hour instead of standing on the start of it.
+        figure["data"][0].update(xperiod=int(width.total_seconds() * 1000), xperiodalignment="middle",
+                                 hovertemplate="%{y} due from %{x}<extra></extra>")  # fmt: skip
+        figure["layout"].update(bargap=0.15, hovermode="closest")
     rows = [(s, s.strftime(fmt), n) for s, n in zip(local, in_range, strict=True) if n]
     return {
         "figure": figure if any(in_range) else None, "rows": rows, "label": label, "overdue": overdue,
