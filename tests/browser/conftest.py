@@ -15,8 +15,9 @@ Fixtures:
 - `visitor`: `visitor(user=None)` opens a new browser tab (a `Visitor`), logged in as `user` if given.
   `operator`, `viewer`: a Visitor logged in as that user.
 
-A Visitor saves a full-page screenshot of every page it loads (and `visitor.screenshot("name")` on demand, and
-one of the last page when a test fails) under var/screenshots/<module>.<test>/, printed at the end of the run.
+A Visitor saves a full-page screenshot of every page it shows (`visit`, `click`, `screenshot("name")`, a page
+reached otherwise before its next step, and the last one when a test fails) under
+var/screenshots/<module>.<test>/NN-<user>-<page>.png; the directory is printed at the end of the run.
 """
 
 import os
@@ -182,18 +183,22 @@ def visitor(
 
     def open_tab(user: Any = None) -> Visitor:
         context = chromium.new_context(viewport={"width": 1440, "height": 900})
+        context.set_default_timeout(60_000)  # Playwright's 30 s is short on a loaded 2-core machine
         if user is not None:
             login_cookie(context, console_server, user)
         opened.append(Visitor(context, console_server, shots, user))
         return opened[-1]
 
     yield open_tab
-    if opened and request.node.stash.get(FAILED, False):
-        try:
-            opened[-1].screenshot("failed")
-        except Exception:  # noqa: BLE001 - the page may be gone; the test's own error is what matters
-            pass
+    failed = request.node.stash.get(FAILED, False)
     for tab in opened:
+        try:
+            if failed and tab is opened[-1]:
+                tab.screenshot("failed")
+            else:
+                tab.flush()
+        except Exception:  # noqa: BLE001 - the page may be gone; the test's own outcome is what matters
+            pass
         tab.context.close()
     if shots.taken:
         _shot_dirs.add(shots.directory)

@@ -129,14 +129,16 @@ class Screenshots:
     def take(self, page: Any, name: str) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         target = self.directory / f"{len(self.taken) + 1:02d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)[:80]}.png"
-        page.screenshot(path=str(target), full_page=True)
+        page.screenshot(path=str(target), full_page=True, animations="disabled")
         self.taken.append(target)
         return target
 
 
 class Visitor:
-    """One browser tab on the live console. Every page it loads is saved as a full-page screenshot: by
-    `visit()` once the page settled, and pages reached by a click or a form as soon as they load."""
+    """One browser tab on the live console that saves a full-page screenshot of every page it shows: `visit()`
+    and `click()` once the page settled; a page reached some other way (a `page.click` of the test's own) before
+    the tab's next `visit`, `click`, `login` or `screenshot`, and at the end of the test. (Never from inside a
+    Playwright event handler: that runs beside the test's next step and races its navigation.)"""
 
     def __init__(self, context: Any, console: LiveConsole, shots: Screenshots, user: "User | None" = None) -> None:
         self.context = context
@@ -146,13 +148,13 @@ class Visitor:
         self.page = context.new_page()
         # Console errors (a CSP violation is one), uncaught exceptions, and responses of 400 or more.
         self.errors: list[str] = []
-        self._visiting = False
+        self.unshot = False  # a page loaded since the last screenshot
         self.page.on("console", self._on_console)
         self.page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
         self.page.on(
             "response", lambda r: r.status >= 400 and self.errors.append(f"{r.status} {r.request.method} {r.url}")
         )
-        self.page.on("load", lambda page: None if self._visiting else self.screenshot())
+        self.page.on("load", lambda page: setattr(self, "unshot", True))
 
     def url(self, path: str) -> str:
         return self.console.url + path
@@ -160,31 +162,42 @@ class Visitor:
     def visit(self, path: str, name: str = "") -> Any:
         """Load `path` (e.g. "/queues/?state=dead"), wait for it to settle, save its screenshot; returns the
         response."""
-        self._visiting = True
-        try:
-            response = self.page.goto(self.url(path))
-            self.page.wait_for_load_state("networkidle")
-        finally:
-            self._visiting = False
+        self.flush()
+        response = self.page.goto(self.url(path))
+        self.page.wait_for_load_state("networkidle")
         self.screenshot(name)
         return response
+
+    def click(self, selector: str, name: str = "") -> None:
+        """Click `selector` (a link, a button), wait for what it loads to settle, and save a screenshot."""
+        self.flush()
+        self.page.click(selector)
+        self.page.wait_for_load_state("networkidle")
+        self.screenshot(name)
 
     def screenshot(self, name: str = "") -> Path:
         """Save the whole page now (name: the URL's path by default, after the user's name)."""
         if not name:
             name = re.sub(r"^https?://[^/]+", "", self.page.url).split("?")[0].strip("/") or "overview"
+        self.unshot = False
         return self.shots.take(self.page, f"{self.user.username}-{name}" if self.user is not None else name)
+
+    def flush(self) -> None:
+        """Save the page on show if it loaded since the last screenshot."""
+        if self.unshot:
+            self.screenshot()
 
     def login(self, username: str, password: str) -> None:
         """Through the admin's login page (where the console sent an anonymous visitor, or afresh), as a person
-        would; ends where the login page's `next` leads (the overview by default)."""
+        would; ends, with a screenshot, where the login page's `next` leads (the overview by default)."""
         if not self.page.url.startswith(self.url("/admin/login/")):
-            self.page.goto(self.url("/admin/login/?next=/"))
+            self.visit("/admin/login/?next=/")
         self.page.fill("#id_username", username)
         self.page.fill("#id_password", password)
         with self.page.expect_navigation():
             self.page.click("input[type=submit]")
         self.page.wait_for_load_state("networkidle")
+        self.screenshot()
 
     def post(self, path: str, form: dict[str, Any]) -> Any:
         """POST a form with this tab's session and CSRF token but without its page: what a user who has no
@@ -200,9 +213,8 @@ class Visitor:
         if message.type == "error" and not message.text.startswith("Failed to load resource"):
             self.errors.append(f"console: {message.text}")
 
-    def assert_no_browser_errors(self, allow: tuple[str, ...] = ("/favicon.ico",)) -> None:
-        """No console error, uncaught exception or failed response, except those naming one of `allow`
-        (by default the favicon the browser asks for by itself)."""
+    def assert_no_browser_errors(self, allow: tuple[str, ...] = ()) -> None:
+        """No console error, uncaught exception or failed response, except those naming one of `allow`."""
         errors = [e for e in self.errors if not any(a in e for a in allow)]
         assert not errors, f"the browser reported errors: {errors}"
 

@@ -37,6 +37,8 @@ def test_log_in_through_the_admin_page_and_see_the_console(
 def test_a_logged_in_tab_is_logged_in_and_posts_with_its_csrf_token(operator: Visitor, viewer: Visitor) -> None:
     assert operator.visit("/").ok and operator.page.url == operator.url("/")
     assert viewer.visit("/").ok and viewer.page.url == viewer.url("/")
+    viewer.click("a[href='/queues/']")
+    assert viewer.page.url == viewer.url("/queues/")
 
     operator.visit("/admin/")  # a page with a form (logout), which sets the CSRF cookie
     response = operator.post("/admin/logout/", {})

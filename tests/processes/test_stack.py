@@ -20,7 +20,7 @@ from tests.live import alive, command_line, descendants, wait_until
 from tests.redis_server import free_port
 from tests.tasks import read_ledger
 
-STARTUP_S = 60  # migrate, collectstatic, gunicorn and the workers' Django start-up on a busy 2-core machine
+STARTUP_S = 120  # migrate, collectstatic (compressing every file), gunicorn and the workers, on a busy 2-core machine
 
 
 class Stack:
@@ -106,6 +106,7 @@ def assert_all_gone(pids: dict[int, str], stack: Stack) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # about 40 s on a quiet machine; start-up takes long on a loaded one
 def test_a_killed_worker_is_restarted_and_its_job_recovered_and_redis_dying_stops_the_stack(
     start_stack: Callable[..., Stack], tmp_path: Path
 ) -> None:
@@ -142,6 +143,7 @@ def test_a_killed_worker_is_restarted_and_its_job_recovered_and_redis_dying_stop
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # about 25 s on a quiet machine
 def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_stack: Callable[..., Stack]) -> None:
     stack = start_stack(WORKERS="2", DEMO="1", DEMO_RATE="20")
     ids = stack.running_workers(2)
