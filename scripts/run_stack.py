@@ -48,8 +48,9 @@ def worker_service(slot: int) -> Service:
 
 
 def services(env: dict[str, str], port: str, workers: int, demo: bool) -> list[Service]:
+    # No control socket: gunicorn's default path is per user, and two stacks (or a test's) would share it.
     web = [PYTHON, "-m", "gunicorn", "project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-           "--threads", "4", "--access-logfile", "-"]  # fmt: skip
+           "--threads", "4", "--access-logfile", "-", "--no-control-socket"]  # fmt: skip
     out = [Service("web", lambda: web, color="32", stop_order=2)]
     out += [worker_service(slot) for slot in range(1, workers + 1)]
     if demo:
