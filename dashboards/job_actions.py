@@ -86,8 +86,8 @@ def recover_expired(queue: str) -> tuple[list[str], list[str]]:
     while True:
         done = store.recover(queue, limit=RECOVER_BATCH, outage_ms=0, ttl_ms=ttl_ms)
         requeued += done.requeued
-        ended += done.dead
-        if len(done.requeued) + len(done.dead) < RECOVER_BATCH:
+        ended += done.ended
+        if len(done.requeued) + len(done.ended) < RECOVER_BATCH:
             return requeued, ended
 
 
