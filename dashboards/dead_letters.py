@@ -33,7 +33,7 @@ def select(query: QueryDict) -> tuple[QuerySet[DeadLetter], Filters]:
         if version.isdigit():
             rows = rows.filter(version=int(version))
         else:
-            filters.errors.append(f"Version {version!r} is not a whole number; ignored.")
+            filters.errors.append(f"Version {version!r} is not a whole number.")
             filters.values.pop("version")
     if fingerprint := filters.text(query, "fingerprint", "Fingerprint"):
         rows = rows.filter(fingerprint=fingerprint)

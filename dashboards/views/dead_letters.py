@@ -22,6 +22,15 @@ EXPORT_FIELDS = ["job_id", "queue", "task", "version", "died_at", "attempts", "e
 @view_required
 def dead_letter_list(request: HttpRequest) -> HttpResponse:
     rows, filters = dead_letters.select(request.GET)
+    context = {
+        "filters": filters,
+        "filtered": bool(filters.values),
+        "filter_query": dead_letters.filter_query(filters).urlencode(),
+        "queues": sorted(DeadLetter.objects.order_by().values_list("queue", flat=True).distinct()),
+        "tasks": sorted(DeadLetter.objects.order_by().values_list("task", flat=True).distinct()),
+    }
+    if filters.errors:
+        return page(request, "dashboards/dead_letters.html", "dead", {**context, "bad_filters": True}, status=400)
     groups = dead_letters.groups(rows)
     samples = _sample_tracebacks([str(g["fingerprint"]) for g in groups[:10]])
     for group in groups:
@@ -30,21 +39,14 @@ def dead_letter_list(request: HttpRequest) -> HttpResponse:
     if raw := request.GET.get("cursor"):
         after = decode_cursor(raw)
         if after is None:
-            filters.errors.append("That page link is no longer valid; showing the newest dead letters.")
+            context["bad_cursor"] = True
         else:
             listed = rows.filter(Q(died_at__lt=after[0]) | Q(died_at=after[0], pk__lt=after[1]))
     found = list(listed.select_related("job").order_by("-died_at", "-pk")[: PAGE + 1])
     last = found[PAGE - 1] if len(found) > PAGE else None
-    context = {
-        "letters": found[:PAGE],
-        "next_cursor": encode_cursor(last.died_at, last.pk) if last else None,
-        "groups": groups,
-        "filters": filters,
-        "filtered": bool(filters.values),
-        "filter_query": dead_letters.filter_query(filters).urlencode(),
-        "queues": sorted(DeadLetter.objects.order_by().values_list("queue", flat=True).distinct()),
-        "tasks": sorted(DeadLetter.objects.order_by().values_list("task", flat=True).distinct()),
-    }
+    context.update(
+        letters=found[:PAGE], next_cursor=encode_cursor(last.died_at, last.pk) if last else None, groups=groups
+    )
     return page(request, "dashboards/dead_letters.html", "dead", context)
 
 

@@ -1,7 +1,8 @@
 """What an operator selected for a bulk operation: explicit job ids, or a filter over a mirror table.
 
 Filters are the query-string parameters of the console's lists (bookmarkable; the same names and meanings as
-the dead-letters page, dashboards/dead_letters.py), checked strictly here: where a list page ignores a filter it
+the dead-letters page, dashboards/dead_letters.py, and the jobs page, dashboards/job_search.py), checked strictly
+here: where a list page ignores a filter it
 cannot read, a bulk operation must not widen to everything, so an unknown parameter or a value that cannot be
 what it names (a state that does not exist, a malformed date or id) is a `SelectionError` whose message the page
 shows as it is. Parameters of the lists that are not filters (paging, sorting, the page's view switches) are
@@ -17,8 +18,8 @@ Dead letters (`target="deadletter"`, the DeadLetter table):
 Jobs (`target="job"`, the Job table):
     state, queue, task                      exact, repeatable
     unique_key                              exact
-    params                                  text inside the parameters
-    since, until                            enqueued from / until
+    text                                    text inside the parameters (any case)
+    after, before                           enqueued at or after / before (ISO date or date-time)
 Both: `id` (repeatable) or `ids` (comma- or space-separated) job ids: when present they are the selection and the
 filter is ignored. `selection=ticked` says the ids come from a page's checkboxes, so none ticked is an error
 rather than "everything".
@@ -139,9 +140,9 @@ FILTERS: dict[Target, dict[str, tuple[Any, bool]]] = {
         "queue": (_name("queue"), True),
         "task": (_name("task"), True),
         "unique_key": (_text(200), False),
-        "params": (_text(200), False),
-        "since": (_when, False),
-        "until": (_when, False),
+        "text": (_text(200), False),
+        "after": (_when, False),
+        "before": (_when, False),
     },
 }
 
@@ -295,10 +296,10 @@ def _filter_jobs(rows: "QuerySet[Job]", f: dict[str, list[str]]) -> "QuerySet[Jo
             rows = rows.filter(**{f"{name}__in": f[name]})
     if "unique_key" in f:
         rows = rows.filter(unique_key=f["unique_key"][0])
-    if "params" in f:
-        rows = rows.filter(params__contains=f["params"][0])
-    if "since" in f:
-        rows = rows.filter(enqueued_at__gte=parse_moment(f["since"][0]))
-    if "until" in f:
-        rows = rows.filter(enqueued_at__lte=parse_moment(f["until"][0], end_of_day=True))
+    if "text" in f:
+        rows = rows.filter(params__icontains=f["text"][0])
+    if "after" in f:
+        rows = rows.filter(enqueued_at__gte=parse_moment(f["after"][0]))
+    if "before" in f:
+        rows = rows.filter(enqueued_at__lt=parse_moment(f["before"][0]))
     return rows

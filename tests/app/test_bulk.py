@@ -293,9 +293,9 @@ def test_selections_are_checked_strictly():
         "Unknown filter 'colour'": {"colour": "red"},
         "Unknown job state 'zombie'": {"state": "zombie"},
         "is not a job id": {"id": "not-an-id"},
-        "is not a date": {"since": "yesterday"},
+        "is not a date": {"after": "yesterday"},
         "No jobs were ticked": {"selection": "ticked"},
-        "takes one value": {"since": ["2025-01-01", "2025-01-02"]},
+        "takes one value": {"before": ["2025-01-01", "2025-01-02"]},
     }
     for message, data in problems.items():
         with pytest.raises(SelectionError, match=message):
