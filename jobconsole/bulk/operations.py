@@ -224,7 +224,8 @@ def _fetch(rows: "QuerySet[Any]") -> list[tuple[Any, ...]]:
     sql, params = rows.query.sql_with_params()
     with connections[rows.db].cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        found: list[tuple[Any, ...]] = cursor.fetchall()
+    return found
 
 
 def _create(

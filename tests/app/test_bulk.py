@@ -366,6 +366,22 @@ def test_pages_refuse_without_permission_and_answer_bad_input_with_a_message(cli
     assert [state(r, i) for i in ids] == ["dead", "dead"]
 
 
+def test_every_mutation_needs_the_csrf_token(client, mirror, r, small_chunks):
+    make_dead(client, mirror, r, 2)
+    purger = user(*PURGE)
+    browser = WebClient(enforce_csrf_checks=True)
+    browser.force_login(purger)
+    page = browser.get("/bulk/new", {"kind": "purge"})
+    token = page.context["preview"].token
+    assert browser.post("/bulk/confirm", {"confirmation": token}).status_code == 403
+    operation = start("purge", EVERY_LETTER, purger)
+    for action in ("cancel", "resume"):
+        assert browser.post(f"/bulk/{operation.pk}/{action}").status_code == 403
+    assert BulkOperation.objects.get().status == "pending"
+    form = {"confirmation": token, "csrfmiddlewaretoken": page.context["csrf_token"]}
+    assert browser.post("/bulk/confirm", form).status_code == 302  # the page's own form goes through
+
+
 def test_cancel_and_resume_buttons_need_the_kinds_permission(client, mirror, r, small_chunks):
     make_dead(client, mirror, r, 4)
     purger = user(*PURGE)
