@@ -73,7 +73,7 @@ def test_delay_thresholds_per_queue(client, r, engine_settings):
     health = check(["fast", "slow", "other"], queries=client.queries)
     levels = {q.queue: q.level for q in health.queues}
     assert levels == {"fast": Level.YELLOW, "slow": Level.GREEN, "other": Level.RED}
-    assert [r.queue for r in health.reasons] == ["other", "fast"]  # worst first
+    assert [x.queue for x in health.reasons] == ["other", "fast"]  # worst first
     waiting_since(client, r, "fast", 5000)
     assert check(["fast"], queries=client.queries).level is Level.YELLOW  # its alarm level is turned off
 

@@ -111,12 +111,17 @@ def test_a_late_count_within_the_lookback_is_corrected(client, r):
     put(r, "q", history(now))
     rollup.rollup(client.queries)
     last = MetricsCursor.objects.get(queue="q").flushed_through
-    r.hincrby(queue_keys("q").stats, f"{last}|completed|a", 5)  # e.g. an intake drained late
-    MetricsCursor.objects.filter(queue="q").update(flushed_through=last - 1)  # the next pass looks back
+    late = now - 2  # the last minute with counts, copied already
+    r.hincrby(queue_keys("q").stats, f"{late}|completed|a", 5)  # e.g. an intake drained late
+    MetricsCursor.objects.filter(queue="q").update(flushed_through=last - 1)  # a pass once another minute closes
     rollup.rollup(client.queries)
-    assert MetricBucket.objects.get(resolution=60, start=at(last), metric="completed").value == 7
-    ten = MetricBucket.objects.get(resolution=600, start=at(last - last % 10), metric="completed")
-    assert ten.value == 2 * len([m for m in range(now - 150, now - 1) if last - last % 10 <= m < last + 1]) + 5
+    assert MetricBucket.objects.get(resolution=60, start=at(late), metric="completed").value == 2 + 5
+    ten = late - late % 10
+    inside = [m for m in range(now - 150, now - 1) if ten <= m < ten + 10]
+    assert MetricBucket.objects.get(resolution=600, start=at(ten), metric="completed").value == 2 * len(inside) + 5
+    hour = late - late % 60
+    inside = [m for m in range(now - 150, now - 1) if hour <= m < hour + 60]
+    assert MetricBucket.objects.get(resolution=3600, start=at(hour), metric="completed").value == 2 * len(inside) + 5
 
 
 def test_prune_drops_each_resolution_after_its_retention(client, r):

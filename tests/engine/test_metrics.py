@@ -128,6 +128,8 @@ def test_a_job_handed_to_an_idle_worker_waited_zero(r: "redis.Redis", client: Cl
 
 
 def test_minute_reads_by_name_and_by_range(r: "redis.Redis", client: Client) -> None:
+    while client.queries.now_ms() % 60_000 > 50_000:  # the counts below land in the minute read after them
+        time.sleep(0.5)
     client.enqueue("t.ok")
     complete_one = claim(r, "q", 1)[0]
     assert complete(r, "q", complete_one.id, complete_one.token) == 1
