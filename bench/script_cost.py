@@ -1,112 +1,149 @@
-"""What the hot path's scripts cost inside Redis, this checkout against another one (e.g. before a change to them).
+"""What the hot path's scripts cost inside Redis: this checkout's claim.lua and complete.lua against another
+checkout's (e.g. the commit before a change to them), paired call by call so that a busy machine slows both alike.
 
-    .venv/bin/python bench/script_cost.py --baseline /work/main [--rounds 5] [--jobs 20000] [--batch 10]
+    .venv/bin/python bench/script_cost.py --baseline /path/to/other/checkout [--jobs 10000] [--batch 10]
 
-One private redis-server. Each round, for each checkout in turn (alternating, so drift hits both alike), a child
-process importing that checkout's engine enqueues `--jobs` jobs, claims them all in batches of `--batch`
-(claim.lua), then acknowledges them in batches of `--batch` (complete.lua) with run times spread over a few
-histogram buckets (1 to 40 ms). Redis's own accounting (INFO commandstats, reset before each phase) gives the
-microseconds per script call; the wall time of each phase is the client's view. Medians over the rounds.
+One private redis-server holds both versions of each script (their KEYS and ARGV must be the same) and two queues
+of `--jobs` jobs each. The calls alternate: a claim of `--batch` jobs with the baseline's script on one queue,
+then with this checkout's on the other, and so on until both are empty; then the acknowledgements the same way,
+in batches of `--batch`, with run times of 2 to 5 ms (two histogram buckets; `--spread wide`: 1 to 40 ms, five).
+SLOWLOG (threshold 0) gives each call's duration inside Redis; the figures are each version's median, mean and
+p90 in µs, the median of the paired differences (this minus baseline), and the HINCRBYs each ran per call.
 """
 
 import argparse
-import json
-import os
+import hashlib
 import random
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIMES_MS = [1, 1, 2, 2, 3, 5, 8, 40]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import redis  # noqa: E402
+from run_peers import private_redis  # noqa: E402
+
+from jobconsole.core import Client, JobSpec, TaskRegistry, scripts  # noqa: E402
+from jobconsole.core.connection import connect  # noqa: E402
+from jobconsole.core.store import Store, WorkerIdentity  # noqa: E402
+
+RUNTIMES_MS = {
+    "narrow": [2, 3, 3, 3, 4, 5],  # one task's usual spread: two buckets
+    "wide": [1, 1, 2, 2, 3, 5, 8, 40],  # five buckets: a batch of acks touches about four
+}
 
 
-def measure(url: str, jobs: int, batch: int) -> dict[str, Any]:
-    """Run in a child whose PYTHONPATH starts with the checkout to measure."""
-    import jobconsole
-    from jobconsole.core import Client, JobSpec, TaskRegistry
-    from jobconsole.core.connection import connect
-    from jobconsole.core.store import Store, WorkerIdentity
+def baseline_source(checkout: Path, name: str) -> str:
+    """A script as the other checkout's scripts.py builds it: the shebang, its constants if it has any (read from
+    its own metrics module), _lib.lua, then the body."""
+    lua = checkout / "jobconsole" / "core" / "lua"
+    shebang, _, body = (lua / f"{name}.lua").read_text().partition("\n")
+    constants = ""
+    if (checkout / "jobconsole" / "core" / "metrics.py").exists():
+        namespace: dict[str, Any] = {}
+        exec((checkout / "jobconsole" / "core" / "metrics.py").read_text(), namespace)
+        constants = namespace["LUA_CONSTANTS"]
+    return f"{shebang}\n{constants}{(lua / '_lib.lua').read_text()}\n{body}"
 
-    r = connect(url)
-    r.flushall()
-    registry = TaskRegistry()
 
-    @registry.task(name="bench.cost", queue="cost")
-    def cost() -> None:
-        pass
+def load(r: "redis.Redis", source: str) -> str:
+    r.script_load(source)
+    return hashlib.sha1(source.encode()).hexdigest()
 
-    Client(r, registry).enqueue_many([JobSpec(task="bench.cost") for _ in range(jobs)])
-    store = Store(r, events_maxlen=100_000)
-    store.load_scripts()
-    worker = WorkerIdentity("bench-worker", "host", 1)
-    out: dict[str, Any] = {"code": str(Path(jobconsole.__file__).parents[1])}
 
-    r.config_resetstat()
-    started = time.perf_counter()
-    leases = []
-    while True:
-        got = store.run(store.claim_call("cost", worker, batch, idle_ms=0)).leases
-        if not got:
-            break
-        leases += got
-    out["claim_wall_s"] = time.perf_counter() - started
-    stats = r.info("commandstats")["cmdstat_evalsha"]
-    out["claim_us_per_call"] = stats["usec_per_call"]
-    out["claims"] = stats["calls"]
-
-    rng = random.Random(7)
-    r.config_resetstat()
-    started = time.perf_counter()
-    for start in range(0, len(leases), batch):
-        acks = [(x.id, x.token, "null", rng.choice(RUNTIMES_MS)) for x in leases[start : start + batch]]
-        store.run(store.complete_call("cost", acks, ttl_ms=3_600_000))
-    out["complete_wall_s"] = time.perf_counter() - started
-    stats = r.info("commandstats")["cmdstat_evalsha"]
-    out["complete_us_per_call"] = stats["usec_per_call"]
-    out["completes"] = stats["calls"]
+def durations(r: "redis.Redis", shas: dict[str, str]) -> dict[str, list[int]]:
+    """Each version's call durations (µs) from SLOWLOG, oldest first."""
+    by_sha = {sha: name for name, sha in shas.items()}
+    out: dict[str, list[int]] = {name: [] for name in shas}
+    for entry in reversed(cast(list[dict[str, Any]], r.slowlog_get(10_000_000))):
+        parts = bytes(entry["command"]).split()
+        if len(parts) > 1 and parts[0].upper() == b"EVALSHA" and parts[1].decode() in by_sha:
+            out[by_sha[parts[1].decode()]].append(int(entry["duration"]))
     return out
+
+
+def report(title: str, found: dict[str, list[int]], commands: dict[str, float]) -> None:
+    base, this = found["baseline"], found["this"]
+    diffs = [b - a for a, b in zip(base, this, strict=False)]
+    print(f"{title}: {len(base)} calls each")
+    for name, values in (("baseline", base), ("this", this)):
+        p90 = statistics.quantiles(values, n=10)[-1]
+        print(
+            f"  {name:8} median {statistics.median(values):7.1f}  mean {statistics.fmean(values):7.1f}  "
+            f"p90 {p90:7.1f} µs  ({commands[name]:.2f} HINCRBY per call)"
+        )
+    print(
+        f"  paired difference (this - baseline): median {statistics.median(diffs):+.1f} µs "
+        f"({statistics.median(diffs) / statistics.median(base):+.1%} of the baseline's median)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", type=Path, required=False, help="the other checkout (its repository root)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout (its repository root)")
+    parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=10)
-    parser.add_argument("--measure", help=argparse.SUPPRESS)  # child mode: the Redis URL
+    parser.add_argument("--spread", choices=sorted(RUNTIMES_MS), default="narrow", help="of the run times")
     args = parser.parse_args()
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.jobs, args.batch)))
-        return
-    sys.path.insert(0, str(ROOT / "bench"))
-    from run_peers import private_redis
-
-    checkouts = {"this": ROOT}
-    if args.baseline:
-        checkouts = {"baseline": args.baseline.resolve(), **checkouts}
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
     with private_redis("redis-server") as url:
-        for _ in range(args.rounds):
-            for name, root in checkouts.items():
-                env = {**os.environ, "PYTHONPATH": str(root)}
-                child = [sys.executable, __file__, "--measure", url]
-                child += ["--jobs", str(args.jobs), "--batch", str(args.batch)]
-                reply = subprocess.run(child, env=env, cwd=root, check=True, capture_output=True, text=True)
-                measured = json.loads(reply.stdout)
-                assert Path(measured["code"]) == root, f"{name} imported {measured['code']}, not {root}"
-                results[name].append(measured)
-    keys = ["claim_us_per_call", "complete_us_per_call", "claim_wall_s", "complete_wall_s"]
-    print(f"{args.jobs} jobs, batches of {args.batch}, {args.rounds} rounds (medians; all rounds in brackets)")
-    for key in keys:
-        line = [f"{key:22}"]
-        for name in checkouts:
-            values = [r[key] for r in results[name]]
-            line.append(f"{name} {statistics.median(values):8.3f} [{', '.join(f'{v:.2f}' for v in values)}]")
-        print("  ".join(line))
+        r = connect(url)
+        r.config_set("slowlog-log-slower-than", 0)
+        r.config_set("slowlog-max-len", 10_000_000)
+        registry = TaskRegistry()
+
+        @registry.task(name="bench.cost")
+        def cost() -> None:
+            pass
+
+        queues = {"baseline": "cost-baseline", "this": "cost-this"}
+        client = Client(r, registry)
+        for queue in queues.values():
+            client.enqueue_many([JobSpec(task="bench.cost", queue=queue) for _ in range(args.jobs)])
+        store = Store(r, events_maxlen=100_000)
+        worker = WorkerIdentity("bench-worker", "host", 1)
+        shas = {
+            name: {
+                "baseline": load(r, baseline_source(args.baseline, name)),
+                "this": load(r, scripts.load(name).source),
+            }
+            for name in ("claim", "complete")
+        }
+        hincrbys = {name: dict.fromkeys(queues, 0) for name in shas}
+
+        def run(script: str, version: str, call: Any) -> Any:
+            """One call of a version of a script, counting the HINCRBYs it ran."""
+            before = r.info("commandstats").get("cmdstat_hincrby", {}).get("calls", 0)
+            reply = r.evalsha(shas[script][version], len(call.keys), *call.keys, *call.args)
+            hincrbys[script][version] += r.info("commandstats")["cmdstat_hincrby"]["calls"] - before
+            return call.decode(reply)
+
+        leases: dict[str, list[Any]] = {version: [] for version in queues}
+        r.slowlog_reset()
+        while True:
+            claimed = 0
+            for version, queue in queues.items():
+                got = run("claim", version, store.claim_call(queue, worker, args.batch, idle_ms=0)).leases
+                leases[version] += got
+                claimed += len(got)
+            if not claimed:
+                break
+        claims = durations(r, shas["claim"])
+
+        rng = random.Random(7)
+        runtimes = [rng.choice(RUNTIMES_MS[args.spread]) for _ in range(args.jobs)]
+        r.slowlog_reset()
+        for start in range(0, args.jobs, args.batch):
+            for version, queue in queues.items():
+                batch = zip(leases[version][start : start + args.batch], runtimes[start:], strict=False)
+                acks = [(x.id, x.token, "null", ms) for x, ms in batch]
+                run("complete", version, store.complete_call(queue, acks, ttl_ms=3_600_000))
+        completes = durations(r, shas["complete"])
+        for script, found in (("claim", claims), ("complete", completes)):
+            per_call = {v: hincrbys[script][v] / max(len(found[v]), 1) for v in queues}
+            report(f"{script}.lua, batches of {args.batch}", found, per_call)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,22 @@
 (through `LUA_CONSTANTS`, which scripts.py puts ahead of every script) and the Python readers share.
 
 Each queue's `stats` hash holds one field per minute, metric and task: ``"<minute>|<metric>|<task>"`` where
-minute is Unix minutes (Redis's clock). Besides the plain counters, two histograms per minute and task:
+minute is Unix minutes (Redis's clock). Besides the plain counters, three histograms per minute and task:
 
 - ``wait_h:<i>``: jobs a claim leased after waiting in the ready set for a time in bucket i;
-- ``run_h:<i>``: attempts that completed or failed after running for a time in bucket i.
+- ``done_h:<i>``: attempts that completed after running for a time in bucket i;
+- ``fail_h:<i>``: attempts that failed after running for a time in bucket i.
 
 Bucket 0 holds times under 1 ms; bucket i (1 to 22) holds [2^(i-1), 2^i) ms; bucket 23 holds 2^22 ms (about
-70 minutes) and longer. A claim counts one wait per job it leases, but a job handed straight to an idle worker
-(enqueue.lua, or a leased intake entry) waited 0 ms and is counted in `started` only: its wait is the difference
-``started - sum(wait_h)``, which readers add to bucket 0 (`zero_waits`). That keeps the hand-off path, which a
-sleeping worker waits on, free of one more write.
+70 minutes) and longer. A script call adds one HINCRBY per task and bucket it touched, not per job.
+
+The histograms are counts too, so the hot path does not count the same jobs twice: a claim counts its jobs in
+``wait_h`` only, not in ``started``, and an acknowledgement counts them in ``done_h`` only, not in
+``completed``. Readers never see the difference: `Queries` adds the histograms back (`with_totals`), so
+``started`` and ``completed`` read as every job started and completed. (A claim or an acknowledgement of jobs in
+one bucket thus writes as many fields as before the histograms existed.) A job handed straight to an idle worker
+(enqueue.lua, or a leased intake entry) waited 0 ms and is counted in ``started`` only: its wait is the
+difference ``started - sum(wait_h)``, which readers add to bucket 0 (`zero_waits`).
 
 ``retry_max``: the highest retry number of the minute and task (a job's n-th retry is number n): how many
 times the most-retried job had failed, which the health rules compare with their retry counts. It is a maximum,
@@ -34,14 +40,18 @@ COUNTERS: tuple[str, ...] = (
 )
 BUCKETS = 24  # bucket indexes 0 .. 23
 LAST = BUCKETS - 1  # the overflow bucket: 2^22 ms and over
-WAIT = "wait_h:"  # + bucket index
-RUN = "run_h:"  # + bucket index
+WAIT = "wait_h:"  # + bucket index; each one also a job started
+DONE = "done_h:"  # + bucket index; each one also a job completed
+FAIL = "fail_h:"  # + bucket index
 RETRY_MAX = "retry_max"
 
 WAIT_METRICS: tuple[str, ...] = tuple(f"{WAIT}{i}" for i in range(BUCKETS))
-RUN_METRICS: tuple[str, ...] = tuple(f"{RUN}{i}" for i in range(BUCKETS))
-SUMMED: tuple[str, ...] = COUNTERS + WAIT_METRICS + RUN_METRICS  # combined by addition
+DONE_METRICS: tuple[str, ...] = tuple(f"{DONE}{i}" for i in range(BUCKETS))
+FAIL_METRICS: tuple[str, ...] = tuple(f"{FAIL}{i}" for i in range(BUCKETS))
+SUMMED: tuple[str, ...] = COUNTERS + WAIT_METRICS + DONE_METRICS + FAIL_METRICS  # combined by addition
 ALL: tuple[str, ...] = (*SUMMED, RETRY_MAX)
+# The totals the hot path leaves to the readers: metric -> the histogram whose counts it also holds.
+TOTALS: dict[str, str] = {"started": WAIT, "completed": DONE}
 
 # Prepended to every script (scripts.py): the histogram's last bucket, so Lua and Python bucket alike.
 LUA_CONSTANTS = f"local HIST_LAST = {LAST}  -- jobconsole/core/metrics.py\n"
@@ -88,12 +98,23 @@ def percentile(counts: Sequence[int], q: float) -> float | None:
     return bounds(len(counts) - 1)[0]  # rounding left the rank past the end
 
 
-def histogram(values: Mapping[str, int], prefix: str) -> list[int]:
-    """Counts by bucket from metric -> value pairs such as {"run_h:3": 5}."""
+def histogram(values: Mapping[str, int], *prefixes: str) -> list[int]:
+    """Counts by bucket from metric -> value pairs such as {"done_h:3": 5}, of the histograms named (summed)."""
     counts = [0] * BUCKETS
     for metric, value in values.items():
-        if metric.startswith(prefix):
-            index = metric[len(prefix) :]
-            if index.isdigit() and int(index) < BUCKETS:
-                counts[int(index)] += value
+        prefix, _, index = metric.partition(":")
+        if f"{prefix}:" in prefixes and index.isdigit() and int(index) < BUCKETS:
+            counts[int(index)] += value
+    return counts
+
+
+def run_histogram(values: Mapping[str, int]) -> list[int]:
+    """Run times of every attempt that ended, completed or failed."""
+    return histogram(values, DONE, FAIL)
+
+
+def wait_histogram(values: Mapping[str, int]) -> list[int]:
+    """Times in queue, with the jobs handed straight to a worker in bucket 0 (`values` with the totals added)."""
+    counts = histogram(values, WAIT)
+    counts[0] += zero_waits(values.get("started", 0), counts)
     return counts

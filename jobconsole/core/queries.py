@@ -62,7 +62,7 @@ class WorkerInfo:
 @dataclass(frozen=True, slots=True)
 class MinuteStat:
     minute: datetime
-    metric: str  # a name of core/metrics.py: enqueued, ..., runtime_ms, wait_h:<i>, run_h:<i>, retry_max
+    metric: str  # a name of core/metrics.py: enqueued, ..., runtime_ms, wait_h:<i>, done_h:<i>, fail_h:<i>, retry_max
     task: str
     value: int
 
@@ -341,6 +341,7 @@ class Queries:
             if not minute.isdigit() or int(minute) < first:
                 continue
             out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
+        out = with_totals(out)
         out.sort(key=lambda s: (s.minute, s.metric, s.task))
         return out
 
@@ -365,14 +366,18 @@ class Queries:
             if minute.isdigit() and first <= int(minute) <= last:
                 metric, _, task = rest.partition("|")
                 out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
-        return out
+        return with_totals(out)
 
     def minute_values(
         self, queue: str, minutes: Sequence[int], tasks: Sequence[str], names: Sequence[str] = metrics.ALL
     ) -> list[MinuteStat]:
         """The counters `names` of these tasks in these minutes (Unix minutes): one HMGET of the fields named,
         so it costs what it returns, however big the day's hash is. Counters never written are left out."""
-        wanted = [(m, name, t) for m in minutes for t in tasks for name in names]
+        fetched = set(names)
+        for total, prefix in metrics.TOTALS.items():
+            if total in fetched:  # it includes the counts of its histogram
+                fetched |= {name for name in metrics.SUMMED if name.startswith(prefix)}
+        wanted = [(m, name, t) for m in minutes for t in tasks for name in sorted(fetched)]
         if not wanted:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -380,11 +385,13 @@ class Queries:
         for start in range(0, len(wanted), 5000):
             pipe.hmget(stats, [f"{m}|{name}|{t}" for m, name, t in wanted[start : start + 5000]])
         values = [v for chunk in pipe.execute() for v in chunk]
-        return [
+        found = [
             MinuteStat(_minute_time(m), name, t, int(v))
             for (m, name, t), v in zip(wanted, values, strict=True)
             if v is not None
         ]
+        asked = set(names)
+        return [s for s in with_totals(found) if s.metric in asked]
 
     def gauges(self, queues: Sequence[str], *, grace_ms: int = 0) -> list[QueueGauges]:
         """Each queue's gauges (counts, the oldest waiting job, overdue running jobs), in one round trip; each
@@ -426,6 +433,26 @@ class Queries:
         started = time.monotonic()
         self.redis.ping()
         return time.monotonic() - started
+
+
+def with_totals(stats: Iterable[MinuteStat]) -> list[MinuteStat]:
+    """The counters as readers know them: the hot path counts claimed jobs in `wait_h` only and completed ones in
+    `done_h` only (core/metrics.py), so each minute and task's `started` and `completed` get those counts added."""
+    out = list(stats)
+    extra: dict[tuple[datetime, str, str], int] = {}
+    for s in out:
+        for total, prefix in metrics.TOTALS.items():
+            if s.metric.startswith(prefix):
+                key = (s.minute, total, s.task)
+                extra[key] = extra.get(key, 0) + s.value
+    if not extra:
+        return out
+    for i, s in enumerate(out):
+        added = extra.pop((s.minute, s.metric, s.task), 0)
+        if added:
+            out[i] = MinuteStat(s.minute, s.metric, s.task, s.value + added)
+    out += [MinuteStat(minute, total, task, value) for (minute, total, task), value in extra.items()]
+    return out
 
 
 def _minute_time(minute: int) -> datetime:

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Sum
 
 from jobconsole.core import metrics
-from jobconsole.core.metrics import RETRY_MAX, RUN, WAIT, bounds, histogram, percentile, zero_waits
+from jobconsole.core.metrics import RETRY_MAX, bounds, percentile, run_histogram, wait_histogram
 from jobconsole.core.queries import Queries
 from jobconsole.engine import get_client
 from jobconsole.metrics.windows import (
@@ -230,13 +230,6 @@ def _bins(counts: list[int]) -> list[HistogramBin]:
     return out
 
 
-def wait_histogram(values: dict[str, int]) -> list[int]:
-    """The time-in-queue histogram, with the jobs handed straight to a worker in bucket 0 (core/metrics.py)."""
-    counts = histogram(values, WAIT)
-    counts[0] += zero_waits(values.get("started", 0), counts)
-    return counts
-
-
 class Series:
     """The counters of a range, for every queue or one, every task or one. Each view is read once, when first
     asked for; the range ends at Redis's clock when the Series is made."""
@@ -279,7 +272,7 @@ class Series:
         }
         for t in times:
             values = self._by_bucket.get(t, {})
-            for kind, counts in (("wait", wait_histogram(values)), ("run", histogram(values, RUN))):
+            for kind, counts in (("wait", wait_histogram(values)), ("run", run_histogram(values))):
                 for q, seconds in _quantiles(counts).items():
                     quantiles[kind][q].append(seconds)
         wait, run = (Percentiles(*(quantiles[kind][q] for q in QUANTILES)) for kind in ("wait", "run"))
@@ -292,7 +285,7 @@ class Series:
             by_task[task][metric] = value
         out = []
         for task, values in sorted(by_task.items()):
-            run = histogram(values, RUN)
+            run = run_histogram(values)
             ended = values.get("completed", 0) + values.get("failed", 0)
             out.append(
                 TaskSummary(

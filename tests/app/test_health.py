@@ -45,13 +45,13 @@ def test_all_green_with_figures_per_queue(client, r):
 
 
 def test_a_job_waiting_past_the_warn_then_the_alarm_delay(client, r):
-    waiting_since(client, r, "q", 200)
+    job = waiting_since(client, r, "q", 200)
     health = check(queries=client.queries)
     assert health.level is Level.YELLOW and health.level.code == "y"
     [reason] = health.reasons
     assert (reason.rule, reason.queue, reason.task, reason.threshold) == ("delay", "q", None, 180.0)
     assert reason.message == "Queue q: the oldest waiting job has waited 3 min 20 s (warning at 3 min)."
-    waiting_since(client, r, "q", 700)
+    r.hset(queue_keys("q").job(job), "enqueued_at", client.queries.now_ms() - 700_000)  # the same job, later
     [reason] = check(queries=client.queries).reasons
     assert reason.level is Level.RED
     assert reason.message == "Queue q: the oldest waiting job has waited 11 min 40 s (alarm at 10 min)."
@@ -74,8 +74,9 @@ def test_delay_thresholds_per_queue(client, r, engine_settings):
     levels = {q.queue: q.level for q in health.queues}
     assert levels == {"fast": Level.YELLOW, "slow": Level.GREEN, "other": Level.RED}
     assert [x.queue for x in health.reasons] == ["other", "fast"]  # worst first
-    waiting_since(client, r, "fast", 5000)
-    assert check(["fast"], queries=client.queries).level is Level.YELLOW  # its alarm level is turned off
+    waiting_since(client, r, "fast2", 5000)
+    health_settings(engine_settings, QUEUES={"fast2": {"WARN_DELAY": 60, "ALARM_DELAY": 0}})
+    assert check(["fast2"], queries=client.queries).level is Level.YELLOW  # its alarm level is turned off
 
 
 def test_retries_past_the_warn_and_alarm_counts(client, r, engine_settings):

@@ -52,7 +52,7 @@ def history(now: int, span: int = 150) -> Counters:
     for m in range(now - span, now - 1):
         counters[(m, "completed", "a")] = 2
         counters[(m, "failed", "a")] = 1
-        counters[(m, "run_h:7", "a")] = 3
+        counters[(m, "fail_h:7", "a")] = 3
         counters[(m, "retry_max", "a")] = m % 5
     counters[(now, "completed", "a")] = 100
     return counters
@@ -72,7 +72,7 @@ def test_rollup_copies_closed_minutes_and_sums_them_into_coarser_buckets(client,
     for resolution in (600, 3600):
         for bucket in MetricBucket.objects.filter(resolution=resolution, queue="q"):
             inside = [m for m in closed if bucket.start <= at(m) < bucket.start + timedelta(seconds=resolution)]
-            expected = {"completed": 2 * len(inside), "failed": len(inside), "run_h:7": 3 * len(inside)}
+            expected = {"completed": 2 * len(inside), "failed": len(inside), "fail_h:7": 3 * len(inside)}
             expected["retry_max"] = max(m % 5 for m in inside)  # a maximum, not a sum
             assert bucket.value == expected[bucket.metric], (resolution, bucket)
     assert MetricBucket.objects.filter(resolution=3600, metric="completed").count() in (3, 4)

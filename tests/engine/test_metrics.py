@@ -89,10 +89,28 @@ def test_a_batch_of_acks_adds_one_field_per_bucket(r: "redis.Redis", client: Cli
     before = r.info("commandstats").get("cmdstat_hincrby", {}).get("calls", 0)
     assert store.run(store.complete_call("q", acks, ttl_ms=0)) == [1] * 10
     hincrbys = r.info("commandstats")["cmdstat_hincrby"]["calls"] - before
-    assert hincrbys == 4  # completed, runtime_ms and the two buckets: not one per job
+    assert hincrbys == 3  # runtime_ms and the two buckets (which count the completions too): not one per job
     totals = stats_by_metric(client)
-    assert (totals["run_h:7"], totals["run_h:12"], totals["completed"]) == (7, 3, 10)
+    assert (totals["done_h:7"], totals["done_h:12"], totals["completed"]) == (7, 3, 10)
     assert totals["runtime_ms"] == 7 * 100 + 3 * 3000
+
+
+def test_a_claim_or_ack_of_one_bucket_writes_no_more_than_without_histograms(r: "redis.Redis", client: Client) -> None:
+    """Two HINCRBYs per call, as before the histograms: the bucket's count is the started or completed count."""
+    for _ in range(5):
+        client.enqueue("t.ok")
+    Store(r).drain("q")
+    before = r.info("commandstats").get("cmdstat_hincrby", {}).get("calls", 0)
+    leases = claim(r, "q", 5)  # all waited under 1 s: one bucket, or two at a boundary
+    store = Store(r, events_maxlen=1000)
+    store.run(store.complete_call("q", [(x.id, x.token, "null", 20) for x in leases], ttl_ms=0))
+    hincrbys = r.info("commandstats")["cmdstat_hincrby"]["calls"] - before
+    waits = [m for m in stats_by_metric(client) if m.startswith(metrics.WAIT)]
+    assert hincrbys == 2 + 1 + len(waits)  # claim: wait_ms and its buckets; ack: runtime_ms and one bucket
+    totals = stats_by_metric(client)
+    assert (totals["started"], totals["completed"], totals["done_h:5"]) == (5, 5, 5)
+    raw = r.hgetall(queue_keys("q").stats)
+    assert not any("|started|" in f or "|completed|" in f for f in raw)  # the readers add them
 
 
 def test_a_worker_records_run_times_and_retries(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
@@ -109,10 +127,10 @@ def test_a_worker_records_run_times_and_retries(r: "redis.Redis", client: Client
     client.enqueue("t.flaky")
     run_burst(r, registry, ["q"], burst_horizon=1.0)
     naps = stats_by_metric(client, task="t.nap")
-    assert naps["run_h:8"] == 3 and naps["completed"] == 3
+    assert naps["done_h:8"] == 3 and naps["completed"] == 3
     flakes = stats_by_metric(client, task="t.flaky")
     assert (flakes["failed"], flakes["retried"], flakes["dead"]) == (5, 4, 1)
-    assert sum(v for m, v in flakes.items() if m.startswith(metrics.RUN)) == 5  # failed attempts are timed too
+    assert sum(v for m, v in flakes.items() if m.startswith(metrics.FAIL)) == 5  # failed attempts are timed too
     assert flakes[metrics.RETRY_MAX] == 4  # its fourth retry was the last
 
 
@@ -141,8 +159,10 @@ def test_minute_reads_by_name_and_by_range(r: "redis.Redis", client: Client) -> 
     nine_back = datetime.fromtimestamp((minute - 9) * 60, tz=UTC)
     assert MinuteStat(nine_back, "completed", "t.ok", 5) in named
     ranged = client.queries.minute_counts("q", minute - 10, minute)
-    assert len(ranged) == len(stats) + 1  # the minute 90 back is outside; the one 9 back inside
-    assert MinuteStat(nine_back, "completed", "t.ok", 5) in ranged
+    now = datetime.fromtimestamp(minute * 60, tz=UTC)
+    raw = {f.split("|")[1] for f in stats}
+    assert {s.metric for s in ranged if s.minute == now} == raw | {"started", "completed"}  # with the totals
+    assert [s for s in ranged if s.minute != now] == [MinuteStat(nine_back, "completed", "t.ok", 5)]
     assert [s.value for s in client.queries.minute_counts("q", minute - 90, minute - 90)] == [7]
     assert client.queries.minute_counts("q", minute, minute - 1) == []
 

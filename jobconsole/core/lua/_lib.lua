@@ -38,7 +38,7 @@ local function hist_bucket(ms)
 end
 
 -- Add a script call's histogram of one task: `counts` maps bucket -> jobs, so a batch costs one HINCRBY per
--- bucket it touched, not one per job. `metric` is the histogram's prefix ('wait_h:' or 'run_h:').
+-- bucket it touched, not one per job. `metric` is the histogram's prefix ('wait_h:', 'done_h:', 'fail_h:').
 local function count_hist(stats_key, now, metric, task, counts)
   local head = math.floor(now / 60000) .. '|' .. metric
   local tail = '|' .. task

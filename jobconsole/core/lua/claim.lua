@@ -40,7 +40,7 @@ if not paused and want > 0 then
   if n > 0 then
     -- One block of the queue's sequence numbers makes every lease token unique.
     local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
-    local started, waited, hist = {}, {}, {}  -- per task: jobs, ms waited, jobs by wait bucket
+    local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
     for p = 1, #popped, 2 do
       local job_id = popped[p]
       local job_key = prefix .. job_id
@@ -57,16 +57,15 @@ if not paused and want > 0 then
           hist[task] = th
         end
         th[b] = (th[b] or 0) + 1
-        started[task] = (started[task] or 0) + 1
         waited[task] = (waited[task] or 0) + wait
         out[#out + 1] = leased
         claimed = claimed + 1
       end
     end
-    for task, c in pairs(started) do
-      count(KEYS[8], now, 'started', task, c)
+    -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
+    for task, th in pairs(hist) do
       count(KEYS[8], now, 'wait_ms', task, waited[task])
-      count_hist(KEYS[8], now, 'wait_h:', task, hist[task])
+      count_hist(KEYS[8], now, 'wait_h:', task, th)
     end
   end
 end

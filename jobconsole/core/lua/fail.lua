@@ -21,7 +21,7 @@ redis.call('HSET', job_key, 'last_error', cjson.encode({error_class = err.error_
 local ran = tonumber(ARGV[10]) or 0
 count(KEYS[8], now, 'failed', task)
 count(KEYS[8], now, 'runtime_ms', task, ran)
-count(KEYS[8], now, 'run_h:' .. hist_bucket(ran), task)
+count(KEYS[8], now, 'fail_h:' .. hist_bucket(ran), task)
 local state
 if outcome == 'cancelled' then
   state = 'cancelled'
