@@ -25,6 +25,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JOBCONSOLE_VAR_DIR", BASE_DIR / "var"))
@@ -82,7 +83,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboards.middleware.OperatorTimezoneMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -137,8 +140,28 @@ STORAGES: dict[str, dict[str, Any]] = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "dashboards.staticfiles.PlotlyFinder",  # plotly.js from the plotly package, never a CDN
+]
+
 LOGIN_URL = "admin:login"
 X_FRAME_OPTIONS = "DENY"
+# No inline script anywhere (the console's one script is a static file). Styles may be inline: plotly.js and
+# the admin set style attributes. Images may be data: URLs (plotly's mode bar icons).
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 if not DEBUG:
     # HTTPS only. Load balancers probe /healthz over plain HTTP, so it is not redirected.

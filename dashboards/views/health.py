@@ -1,23 +1,12 @@
-"""The console. For now: an overview of the queues and a health probe; the full console is its own issue."""
+"""/healthz: the load balancer's probe."""
 
 import time
 
 import redis
-from django.contrib.auth.decorators import login_required
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 
 from jobconsole.engine import get_client
-
-
-@login_required
-def overview(request: HttpRequest) -> HttpResponse:
-    client = get_client()
-    queues = [client.counts(q) for q in client.queues()]
-    workers = client.queries.worker_count()
-    template = "dashboards/overview.html#queues" if getattr(request, "htmx", False) else "dashboards/overview.html"
-    return render(request, template, {"queues": queues, "workers": workers})
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -1,0 +1,46 @@
+"""Per-queue figures the overview and the queues page show, read from Redis through the engine's queries."""
+
+from dataclasses import dataclass, field
+
+from jobconsole.core.queries import QueueCounts, WorkerInfo
+from jobconsole.engine import get_client
+
+
+@dataclass(slots=True)
+class QueueStatus:
+    counts: QueueCounts
+    workers: int = 0  # live workers serving the queue
+    busy: int = 0  # its jobs running on them now
+    capacity: int = 0  # the threads of the workers serving it
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.counts.queue
+
+    @property
+    def waiting(self) -> int:
+        return self.counts.queued
+
+    @property
+    def no_workers(self) -> bool:
+        return self.workers == 0
+
+
+def live_workers() -> list[WorkerInfo]:
+    return [w for w in get_client().queries.workers() if w.state != "gone"]
+
+
+def queue_statuses(names: list[str] | None = None, workers: list[WorkerInfo] | None = None) -> list[QueueStatus]:
+    queries = get_client().queries
+    workers = live_workers() if workers is None else workers
+    out = []
+    for name in queries.queues() if names is None else names:
+        status = QueueStatus(queries.counts(name))
+        for worker in workers:
+            if name in worker.queues:
+                status.workers += 1
+                status.capacity += worker.concurrency
+                status.busy += sum(1 for job in worker.current if job.get("queue") == name)
+        out.append(status)
+    return out

@@ -1,0 +1,49 @@
+"""Rendering a console page: the navigation, the user's abilities, and htmx partials."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+
+from dashboards.permissions import abilities
+
+# (section, label, URL name) in the order of the sidebar; a page a deployment does not route is left out.
+NAVIGATION = [
+    ("overview", "Overview", "dashboards:overview"),
+    ("queues", "Queues", "dashboards:queues"),
+    ("jobs", "Jobs", "dashboards:jobs"),
+    ("running", "Running", "dashboards:running"),
+    ("scheduled", "Scheduled", "dashboards:scheduled"),
+    ("dead", "Dead letters", "dashboards:dead_letters"),
+    ("workers", "Workers", "dashboards:workers"),
+    ("tasks", "Tasks", "dashboards:tasks"),
+    ("bulk", "Bulk operations", "dashboards:bulk_list"),
+    ("audit", "Audit log", "dashboards:audit"),
+]
+
+
+def navigation(current: str) -> list[dict[str, Any]]:
+    out = []
+    for section, label, name in NAVIGATION:
+        try:
+            url = reverse(name)
+        except NoReverseMatch:
+            continue
+        out.append({"section": section, "label": label, "url": url, "current": section == current})
+    return out
+
+
+def page(
+    request: HttpRequest,
+    template: str,
+    section: str,
+    context: dict[str, Any] | None = None,
+    *,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole page, or only `partial` (a {% partialdef %} of the template) when htmx asks for it."""
+    name = f"{template}#{partial}" if partial and getattr(request, "htmx", False) else template
+    full = {"nav": navigation(section), "section": section, "can": abilities(request.user), **(context or {})}
+    return render(request, name, full, status=status)

@@ -1,0 +1,77 @@
+// Jobconsole's only script (the CSP allows no inline script): time zone, live ages, polling rules, charts.
+(function () {
+  "use strict";
+
+  // The operator's time zone, for the server to render exact times in (dashboards/middleware.py).
+  var zone = (Intl.DateTimeFormat().resolvedOptions() || {}).timeZone;
+  if (zone && document.cookie.indexOf("jc_tz=" + zone) === -1) {
+    document.cookie = "jc_tz=" + zone + "; path=/; max-age=31536000; samesite=lax";
+  }
+
+  // Relative ages ("3 min ago") stay current without asking the server.
+  function relative(seconds) {
+    var s = Math.abs(seconds);
+    if (s < 1) return "just now";
+    if (s < 60) return Math.floor(s) + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    if (s < 86400) {
+      var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+      return h < 10 && m ? h + " h " + m + " min" : h + " h";
+    }
+    return Math.floor(s / 86400) + " d";
+  }
+  function refreshAges(root) {
+    (root || document).querySelectorAll("time[data-age]").forEach(function (el) {
+      var seconds = (Date.now() - Date.parse(el.getAttribute("datetime"))) / 1000;
+      var text = relative(seconds);
+      el.textContent = text === "just now" ? text : seconds < 0 ? "in " + text : text + " ago";
+    });
+  }
+  setInterval(refreshAges, 15000);
+
+  // Poll only what the operator can see: no requests while the tab is hidden or a live part is off-screen.
+  function onScreen(el) {
+    var r = el.getBoundingClientRect();
+    return r.bottom > 0 && r.top < (window.innerHeight || document.documentElement.clientHeight);
+  }
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var el = evt.detail.elt;
+    if (el && el.classList && el.classList.contains("live") && (document.hidden || !onScreen(el))) {
+      evt.preventDefault();
+    }
+  });
+
+  // Forms that change many things ask first (they work without JavaScript too: the server re-checks).
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    var question = form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) evt.preventDefault();
+  });
+
+  // Charts: figures come as JSON beside their <div> (json_script); colours follow the page's theme.
+  function cssVar(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+  function drawCharts(root) {
+    if (!window.Plotly) return;
+    (root || document).querySelectorAll(".chart[data-figure]").forEach(function (div) {
+      var source = document.getElementById(div.getAttribute("data-figure"));
+      if (!source) return;
+      var figure = JSON.parse(source.textContent);
+      var text = cssVar("--text"), line = cssVar("--line"), muted = cssVar("--muted");
+      var layout = Object.assign({
+        paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+        font: { color: text, family: "system-ui, sans-serif", size: 12 },
+        margin: { l: 48, r: 12, t: 8, b: 36 }, hovermode: "x unified",
+        legend: { orientation: "h", y: -0.18, font: { color: muted } },
+      }, figure.layout || {});
+      ["xaxis", "yaxis", "yaxis2"].forEach(function (axis) {
+        if (axis === "yaxis2" && !layout.yaxis2) return;
+        layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line }, layout[axis] || {});
+      });
+      window.Plotly.react(div, figure.data || [], layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { drawCharts(); refreshAges(); });
+  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt); refreshAges(evt.detail.elt); });
+})();

@@ -1,0 +1,109 @@
+"""Dead letters: filters, failures grouped by fingerprint, the list, and export of what a filter matches."""
+
+import csv
+import json
+from collections.abc import Iterator
+
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+
+from dashboards import dead_letters
+from dashboards.permissions import view_required
+from dashboards.rendering import page
+from dashboards.views.audit import decode_cursor, encode_cursor
+from jobconsole.models import Attempt, DeadLetter
+
+PAGE = 50
+EXPORT_CHUNK = 2000
+EXPORT_FIELDS = ["job_id", "queue", "task", "version", "died_at", "attempts", "error_class", "message", "top_frame",
+                 "fingerprint", "resubmitted_at", "resubmitted_by"]  # fmt: skip
+
+
+@view_required
+def dead_letter_list(request: HttpRequest) -> HttpResponse:
+    rows, filters = dead_letters.select(request.GET)
+    context = {
+        "filters": filters,
+        "filtered": bool(filters.values),
+        "filter_query": dead_letters.filter_query(filters).urlencode(),
+        "queues": sorted(DeadLetter.objects.order_by().values_list("queue", flat=True).distinct()),
+        "tasks": sorted(DeadLetter.objects.order_by().values_list("task", flat=True).distinct()),
+    }
+    if filters.errors:
+        return page(request, "dashboards/dead_letters.html", "dead", {**context, "bad_filters": True}, status=400)
+    groups = dead_letters.groups(rows)
+    samples = _sample_tracebacks([str(g["fingerprint"]) for g in groups[:10]])
+    for group in groups:
+        group["sample"] = samples.get(str(group["fingerprint"]))
+    listed = rows
+    if raw := request.GET.get("cursor"):
+        after = decode_cursor(raw)
+        if after is None:
+            context["bad_cursor"] = True
+        else:
+            listed = rows.filter(Q(died_at__lt=after[0]) | Q(died_at=after[0], pk__lt=after[1]))
+    found = list(listed.select_related("job").order_by("-died_at", "-pk")[: PAGE + 1])
+    last = found[PAGE - 1] if len(found) > PAGE else None
+    context.update(
+        letters=found[:PAGE], next_cursor=encode_cursor(last.died_at, last.pk) if last else None, groups=groups
+    )
+    return page(request, "dashboards/dead_letters.html", "dead", context)
+
+
+def _sample_tracebacks(fingerprints: list[str]) -> dict[str, str]:
+    """The traceback of the latest death of each group (one small query per group, for the top groups)."""
+    out: dict[str, str] = {}
+    for fingerprint in fingerprints:
+        latest = DeadLetter.objects.filter(fingerprint=fingerprint).order_by("-died_at").values("job_id").first()
+        if latest is None:
+            continue
+        attempt = (
+            Attempt.objects.filter(job_id=latest["job_id"]).exclude(traceback="").order_by("-number")
+            .values_list("traceback", flat=True).first()
+        )  # fmt: skip
+        out[fingerprint] = attempt or ""
+    return out
+
+
+@view_required
+def dead_letter_export(request: HttpRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
+    """Everything the filter matches, streamed (never held in memory), as CSV or JSON lines in an array."""
+    rows, filters = dead_letters.select(request.GET)
+    if filters.errors:
+        return HttpResponse("; ".join(filters.errors), status=400, content_type="text/plain")
+    values = rows.order_by("-died_at", "-pk").values_list(*EXPORT_FIELDS).iterator(chunk_size=EXPORT_CHUNK)
+    if fmt == "csv":
+        body: Iterator[str] = _csv(values)
+        content_type = "text/csv; charset=utf-8"
+    else:
+        body = _json(values)
+        content_type = "application/json"
+    response = StreamingHttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="dead-letters.{fmt}"'
+    return response
+
+
+class _Line:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _text(value: object) -> object:
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def _csv(values: Iterator[tuple[object, ...]]) -> Iterator[str]:
+    writer = csv.writer(_Line())
+    yield writer.writerow(EXPORT_FIELDS)
+    for row in values:
+        yield writer.writerow([_text(v) if v is not None else "" for v in row])
+
+
+def _json(values: Iterator[tuple[object, ...]]) -> Iterator[str]:
+    yield "["
+    first = True
+    for row in values:
+        item = json.dumps(dict(zip(EXPORT_FIELDS, (_text(v) for v in row), strict=True)), ensure_ascii=False)
+        yield ("\n" if first else ",\n") + item
+        first = False
+    yield "\n]\n"

@@ -1,0 +1,68 @@
+"""Queues: the list, one queue's figures and jobs by state, pause and resume."""
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from dashboards.permissions import operate_required, view_required
+from dashboards.queue_status import live_workers, queue_statuses
+from dashboards.rendering import page
+from jobconsole import audit
+from jobconsole.core import InvalidJob, JobState
+from jobconsole.engine import get_client
+from jobconsole.models import Queue
+
+PAGE = 50
+# The states a queue's page lists, in the order an operator reads them.
+TABS = [JobState.QUEUED, JobState.RUNNING, JobState.SCHEDULED, JobState.RETRYING, JobState.DEAD,
+        JobState.FAILED, JobState.COMPLETED, JobState.CANCELLED, JobState.DROPPED]  # fmt: skip
+
+
+def _known(name: str) -> None:
+    if name not in get_client().queries.queues():
+        raise Http404(f"No queue named {name!r}.")
+
+
+@view_required
+def queue_list(request: HttpRequest) -> HttpResponse:
+    return page(request, "dashboards/queues.html", "queues", {"queues": queue_statuses()}, partial="live")
+
+
+@view_required
+def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
+    _known(name)
+    raw_state = request.GET.get("state", JobState.QUEUED.value)
+    try:
+        state = JobState(raw_state)
+    except ValueError:
+        messages.error(request, f"Unknown state {raw_state!r}; showing queued jobs.")
+        state = JobState.QUEUED
+    cursor = request.GET.get("cursor") or None
+    try:
+        jobs = get_client().queries.jobs(name, state, cursor=cursor, limit=PAGE)
+    except InvalidJob:
+        messages.error(request, "That page link is no longer valid; showing the first page.")
+        jobs = get_client().queries.jobs(name, state, limit=PAGE)
+    [status] = queue_statuses([name], workers=live_workers())
+    context = {"queue": status, "state": state.value, "tabs": [s.value for s in TABS], "page": jobs}
+    return page(request, "dashboards/queue.html", "queues", context, partial="live")
+
+
+@require_POST
+@operate_required("queue")
+def queue_pause(request: HttpRequest, name: str) -> HttpResponse:
+    _known(name)
+    pause = request.POST.get("action") != "resume"
+    client = get_client()
+    changed = client.pause(name) if pause else client.resume(name)
+    Queue.objects.update_or_create(name=name, defaults={"paused": pause, "changed_at": timezone.now()})
+    verb = "pause" if pause else "resume"
+    audit.record(request.user, verb, queue=name, filter={"queues": [name]}, count=int(changed),
+                 reason=request.POST.get("reason", "")[:1000])  # fmt: skip
+    if changed:
+        messages.success(request, f"Queue {name} {'paused: workers take nothing from it' if pause else 'resumed'}.")
+    else:
+        messages.info(request, f"Queue {name} was already {'paused' if pause else 'running'}.")
+    return redirect("dashboards:queue", name=name)

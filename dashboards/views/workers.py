@@ -1,0 +1,80 @@
+"""Workers: every registered worker, live or gone, with what it runs."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from dashboards.permissions import view_required
+from dashboards.rendering import page
+from jobconsole.core import JobState
+from jobconsole.core.job import Job
+from jobconsole.core.queries import WorkerInfo
+from jobconsole.engine import get_client
+
+# A worker renews its registry entry every 2 s; one silent for this long is shown as not heartbeating. Its
+# entry expires 30 s after its last renewal and the maintenance loop then forgets it.
+SILENT_AFTER = timedelta(seconds=10)
+RUNNING_SCAN = 500  # running jobs read per queue to find those of gone workers
+
+
+@dataclass(slots=True)
+class WorkerRow:
+    info: WorkerInfo
+    status: str  # running, stopping, silent (no heartbeat lately), gone (entry expired)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # what it runs, or ran when it went silent
+
+    @property
+    def uptime(self) -> timedelta | None:
+        if self.info.started_at is None or self.status == "gone":
+            return None
+        return timezone.now() - self.info.started_at
+
+
+def _status(info: WorkerInfo, now: datetime) -> str:
+    if info.state == "gone":
+        return "gone"
+    if info.heartbeat_at is not None and now - info.heartbeat_at > SILENT_AFTER:
+        return "silent"
+    return info.state
+
+
+def _jobs_of(worker_ids: set[str]) -> dict[str, list[Job]]:
+    """Running jobs still leased to workers that stopped heartbeating (they wait for the recoverer)."""
+    queries = get_client().queries
+    out: dict[str, list[Job]] = {w: [] for w in worker_ids}
+    for queue in queries.queues():
+        for job in queries.jobs(queue, JobState.RUNNING, limit=RUNNING_SCAN).jobs:
+            if job.worker in out:
+                out[job.worker].append(job)
+    return out
+
+
+@view_required
+def worker_list(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers()]
+    lost = {row.info.id for row in rows if row.status in ("gone", "silent")}
+    held = _jobs_of(lost) if lost else {}
+    for row in rows:
+        if row.info.id in held:
+            row.jobs = [
+                {"id": j.id, "queue": j.queue, "task": j.task, "attempt": j.attempts} for j in held[row.info.id]
+            ]
+        else:
+            row.jobs = row.info.current
+    rows.sort(key=lambda r: (r.status != "running", r.info.host, r.info.id))
+    live = [r for r in rows if r.status in ("running", "stopping")]
+    context = {
+        "rows": rows,
+        "live": len(live),
+        "threads": sum(r.info.concurrency for r in live),
+        "busy": sum(len(r.info.current) for r in live),
+        "processed": sum(r.info.processed for r in live),
+        "failed": sum(r.info.failed for r in live),
+        "lost": len(lost),
+        "silent_after": SILENT_AFTER.total_seconds(),
+    }
+    return page(request, "dashboards/workers.html", "workers", context, partial="live")

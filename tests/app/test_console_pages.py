@@ -1,0 +1,170 @@
+"""The console's overview, queues, dead letters, workers and audit pages: what they show, who may act, and
+bad input answered with a message instead of an error."""
+
+import csv
+import io
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client as WebClient
+
+from jobconsole.models import AuditLog, DeadLetter
+from tests.helpers import claim
+from tests.mirror_fixtures import *  # noqa: F403
+from tests.mirror_fixtures import run_worker
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+VIEW = ["view_job", "view_deadletter", "view_queue", "view_auditlog"]
+OPERATE = [*VIEW, "operate_job", "operate_deadletter", "operate_queue"]
+PURGE = [*OPERATE, "purge_job", "purge_deadletter"]
+
+
+def web(*codenames: str, staff: bool = True) -> WebClient:
+    user = User.objects.create_user(f"u{User.objects.count()}", password="pw", is_staff=staff)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="jobconsole", codename__in=codenames))
+    browser = WebClient()
+    browser.force_login(user)
+    return browser
+
+
+def make_dead(client: Any, mirror: Any, r: Any, messages: list[str]) -> list[str]:
+    ids = [client.enqueue("examples.fail", {"message": m}, max_retries=0).id for m in messages]
+    run_worker(r, ["examples.fail"])
+    mirror.drain()
+    return ids
+
+
+def test_pages_need_a_login_and_the_view_permission(engine_settings):
+    anonymous = WebClient()
+    for url in ("/", "/queues/", "/dead/", "/workers/", "/audit/"):
+        assert anonymous.get(url).status_code == 302, url  # to the login page
+    nobody = web(staff=False)
+    assert nobody.get("/").status_code == 403
+
+
+def test_overview_and_queue_pages_show_counts_and_the_no_workers_badge(client, r):
+    client.enqueue("examples.echo", {"x": 1})
+    client.enqueue("examples.echo", {"x": 2}, delay=600)
+    browser = web(*VIEW)
+    page = browser.get("/")
+    text = page.content.decode()
+    assert page.status_code == 200 and "examples.echo" in text and "no workers" in text
+    assert page["Content-Security-Policy"].startswith("default-src 'self'") and page["X-Frame-Options"] == "DENY"
+    partial = browser.get("/", headers={"HX-Request": "true"})
+    assert b"<html" not in partial.content and b"examples.echo" in partial.content
+    detail = browser.get("/queues/examples.echo/", {"state": "scheduled"})
+    assert detail.status_code == 200 and len(detail.context["page"].jobs) == 1
+    assert browser.get("/queues/nope/").status_code == 404
+    odd = browser.get("/queues/examples.echo/", {"state": "exploded", "cursor": "!!"})
+    assert odd.status_code == 200 and "Unknown state" in odd.content.decode()
+
+
+def test_queue_pages_cursor_walks_every_job_once(client):
+    ids = {client.enqueue("examples.echo", {"i": i}).id for i in range(120)}
+    browser, seen, cursor = web(*VIEW), [], ""
+    while True:
+        page = browser.get("/queues/examples.echo/", {"state": "queued", **({"cursor": cursor} if cursor else {})})
+        seen += [job.id for job in page.context["page"].jobs]
+        cursor = page.context["page"].next_cursor
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)) == 120 and set(seen) == ids
+
+
+def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r):
+    client.enqueue("examples.echo", {"x": 1})
+    viewer = web(*VIEW)
+    assert "Pause queue" not in viewer.get("/queues/examples.echo/").content.decode()
+    assert viewer.post("/queues/examples.echo/pause", {"action": "pause"}).status_code == 403
+    assert not client.queries.is_paused("examples.echo")
+    operator = web(*OPERATE)
+    assert operator.get("/queues/examples.echo/pause").status_code == 405  # a GET never changes anything
+    response = operator.post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"}, follow=True)
+    assert response.status_code == 200 and "paused" in response.content.decode()
+    assert client.queries.is_paused("examples.echo")
+    assert run_worker(r, ["examples.echo"]) == 0  # a paused queue is not worked
+    operator.post("/queues/examples.echo/pause", {"action": "resume"})
+    assert not client.queries.is_paused("examples.echo")
+    records = list(AuditLog.objects.order_by("at").values_list("action", "queue", "reason"))
+    assert records == [("pause", "examples.echo", "deploy"), ("resume", "examples.echo", "")]
+
+
+def test_dead_letters_group_by_cause_filter_and_escape(client, mirror, r):
+    make_dead(client, mirror, r, ["<script>alert(1)</script>", "boom", "boom"])
+    browser = web(*VIEW)
+    page = browser.get("/dead/")
+    text = page.content.decode()
+    assert page.status_code == 200
+    [group] = page.context["groups"]  # one exception class and top frame: one cause
+    assert group["count"] == 3 and group["error_class"] == "jobconsole.examples.ExampleFailure"
+    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert len(browser.get("/dead/", {"q": "boom"}).context["letters"]) == 2
+    assert len(browser.get("/dead/", {"fingerprint": group["fingerprint"]}).context["letters"]) == 3
+    assert len(browser.get("/dead/", {"status": "resubmitted"}).context["letters"]) == 0
+    bad = browser.get("/dead/", {"version": "two", "since": "yesterday", "status": "zombie"})
+    assert bad.status_code == 400 and len(bad.context["filters"].errors) == 3
+    assert "letters" not in bad.context  # nothing listed: never "everything" for a filter that could not be read
+    stale = browser.get("/dead/", {"cursor": "x"})
+    assert stale.status_code == 200 and stale.context["bad_cursor"] and len(stale.context["letters"]) == 3
+
+
+def test_dead_letter_export_streams_what_the_filter_matches(client, mirror, r):
+    make_dead(client, mirror, r, ["one", "two", "two"])
+    browser = web(*VIEW)
+    response = browser.get("/dead/export.csv", {"q": "two"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert response["Content-Type"].startswith("text/csv") and len(rows) == 2
+    assert {row["message"] for row in rows} == {"two"} and rows[0]["task"] == "examples.fail"
+    exported = json.loads(b"".join(browser.get("/dead/export.json").streaming_content))
+    assert len(exported) == 3 and {e["job_id"] for e in exported} == set(
+        DeadLetter.objects.values_list("job_id", flat=True)
+    )
+    assert browser.get("/dead/export.json", {"since": "not a date"}).status_code == 400
+    assert browser.get("/dead/export.xml").status_code == 404
+
+
+def test_workers_page_shows_live_and_silent_workers_with_their_jobs(client, r):
+    job = client.enqueue("examples.sleep", {"seconds": 5})
+    store = client.store
+    now_ms = store.time_ms()
+    info = {"host": "web-1", "pid": 4242, "queues": "examples.sleep", "concurrency": 4, "active_threads": 0,
+            "started_at": now_ms - 60_000, "heartbeat_at": now_ms, "state": "running", "current": "[]",
+            "processed": 17, "failed": 2}  # fmt: skip
+    store.register_worker("live-worker", ttl_s=30, now_ms=now_ms, info=info)
+    # A worker that stopped heartbeating 20 s ago while holding the job (its entry has not expired yet).
+    old = now_ms - 20_000
+    [lease] = claim(r, "examples.sleep", 1, worker="silent-worker")
+    assert lease.id == job.id
+    store.register_worker("silent-worker", ttl_s=30, now_ms=old, info={**info, "heartbeat_at": old})
+    page = web(*VIEW).get("/workers/")
+    rows = {row.info.id: row for row in page.context["rows"]}
+    assert rows["live-worker"].status == "running" and rows["silent-worker"].status == "silent"
+    assert [j["id"] for j in rows["silent-worker"].jobs] == [job.id]
+    assert page.context["live"] == 1 and page.context["lost"] == 1
+    assert "not heartbeating" in page.content.decode() and "web-1" in page.content.decode()
+
+
+def test_audit_log_filters_and_pages(engine_settings):
+    for i in range(60):
+        AuditLog.objects.create(actor="alice" if i % 2 else "bob", action="retry", count=i)
+    browser = web(*VIEW)
+    first = browser.get("/audit/", {"actor": "alice"})
+    assert len(first.context["records"]) == 30 and first.context["next_cursor"] is None
+    everything = browser.get("/audit/")
+    second = browser.get("/audit/", {"cursor": everything.context["next_cursor"]})
+    ids = [r.pk for r in everything.context["records"]] + [r.pk for r in second.context["records"]]
+    assert len(ids) == len(set(ids)) == 60
+    bad = browser.get("/audit/", {"action": "nuke", "since": "31/12/2026"})
+    assert bad.status_code == 400 and len(bad.context["filters"].errors) == 2 and bad.context["records"] == []
+
+
+def test_operator_time_zone_from_the_cookie(client):
+    client.enqueue("examples.echo", {"x": 1}, delay=600)
+    browser = web(*VIEW)
+    browser.cookies["jc_tz"] = "Asia/Tokyo"
+    assert "JST" in browser.get("/queues/examples.echo/", {"state": "scheduled"}).content.decode()
+    browser.cookies["jc_tz"] = "Mars/Olympus"  # unknown zones fall back to the site's
+    assert browser.get("/queues/examples.echo/", {"state": "scheduled"}).status_code == 200
