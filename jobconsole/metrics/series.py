@@ -159,6 +159,11 @@ class Counts:
             minutes[-1] = min(max(elapsed, 1.0), self.resolution / 60)
         return [v / m for v, m in zip(values, minutes, strict=True)]
 
+    def points(self, name: str, *, per_minute: bool = False) -> list[tuple[datetime, float | None]]:
+        """(time, value) pairs of a count, as dashboards.charts.time_series takes them."""
+        values: Sequence[float] = self.per_minute(name) if per_minute else getattr(self, name)
+        return list(zip(self.times, values, strict=True))
+
 
 @dataclass(frozen=True, slots=True)
 class Percentiles:
@@ -175,6 +180,10 @@ class Latency:
     resolution: int
     wait: Percentiles  # time in queue: from ready (enqueued, promoted or requeued) to leased
     run: Percentiles  # run time of attempts that completed or failed
+
+    def points(self, kind: str, quantile: str) -> list[tuple[datetime, float | None]]:
+        """(time, seconds) pairs: kind "wait" or "run", quantile "p50", "p95" or "p99"."""
+        return list(zip(self.times, getattr(getattr(self, kind), quantile), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +323,10 @@ class DepthSeries:
     running: list[int] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
     oldest_wait: list[float | None] = field(default_factory=list)  # seconds
+
+    def points(self, name: str) -> list[tuple[datetime, float | None]]:
+        """(time, value) pairs of one figure: queued, scheduled, running, dead or oldest_wait."""
+        return list(zip(self.times, getattr(self, name), strict=True))
 
     def add(self, at: datetime, queued: int, scheduled: int, running: int, dead: int, oldest: float | None) -> None:
         self.times.append(at)

@@ -151,6 +151,8 @@ def test_series_count_each_minute_once_before_and_after_the_rollup(client, r):
     assert counts.completed[-1] == 100  # the current minute, live from Redis
     assert len(counts.times) == len(counts.completed) == 61 and counts.resolution == 60
     assert counts.per_minute("completed")[-3] == 2.0 and counts.per_minute("completed")[-2] == 0.0
+    assert counts.points("completed")[-1] == (counts.times[-1], 100)
+    assert counts.points("failed", per_minute=True)[-3] == (counts.times[-3], 1.0)
     rollup.rollup(client.queries)  # again: still once
     assert sum(Series("hour", queue="q", queries=client.queries).counts().completed) == 2 * 39 + 100
     assert sum(Series("hour", queue="other", queries=client.queries).counts().completed) == 0
@@ -200,6 +202,7 @@ def test_latency_percentiles_and_task_summaries_from_known_durations(client, r):
     assert run_p95 is not None and 0.512 <= run_p95 <= 1.024
     assert run_p99 is not None and 4.096 <= run_p99 <= 8.192
     assert latency.run.p50[0] is None  # an hour ago nothing ran
+    assert latency.points("run", "p99")[-1] == (latency.times[-1], run_p99)
     [summary] = series.tasks()
     assert (summary.task, summary.completed, summary.started, summary.failed) == ("examples.echo", 100, 100, 0)
     assert summary.success_rate == 1.0 and summary.attempts == 100
@@ -242,6 +245,7 @@ def test_depth_samples_keep_interval_maxima_and_end_with_the_live_queue(client, 
     assert series.queue == "examples.echo" and series.resolution == 0
     assert series.queued == [1, 6, 6] and len(series.times) == 3
     assert series.oldest_wait[-1] is not None
+    assert [v for _, v in series.points("scheduled")] == [3, 3, 3]
     [weekly] = depth("week", queue="examples.echo", queries=client.queries)
     assert weekly.resolution == 3600 and weekly.queued == [6, 6]  # the hour's maximum, then now
 
