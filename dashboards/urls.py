@@ -11,6 +11,7 @@ from dashboards.views import (
     queues,
     running,
     scheduled,
+    tasks,
     workers,
 )
 
@@ -32,6 +33,8 @@ urlpatterns = [
     path("dead/", dead_letters.dead_letter_list, name="dead_letters"),
     re_path(r"^dead/export\.(?P<fmt>csv|json)$", dead_letters.dead_letter_export, name="dead_letters_export"),
     path("workers/", workers.worker_list, name="workers"),
+    path("tasks/", tasks.task_list, name="tasks"),
+    path("tasks/<str:name>/", tasks.task_detail, name="task"),
     path("audit/", audit.audit_log, name="audit"),
     path("bulk/", bulk.bulk_list, name="bulk_list"),
     path("bulk/new", bulk.bulk_preview, name="bulk_preview"),

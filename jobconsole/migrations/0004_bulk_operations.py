@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobconsole", "0002_mirror_epoch_and_restore"),
+        ("jobconsole", "0003_metric_buckets_and_queue_samples"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
