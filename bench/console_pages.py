@@ -95,6 +95,7 @@ class Result:
     max_ms: float = 0.0
     rows: int = 0
     bytes: int = 0
+    cpu_ms: float = 0.0  # p50 of this process's CPU time per request (what waiting for a busy CPU leaves out)
     queries: int = 0
     sql_ms: float = 0.0  # p50 of the SQL time the database reported per request
     flags: list[str] = field(default_factory=list)
@@ -277,6 +278,7 @@ class Response:
     status: int
     body: bytes
     seconds: float
+    cpu_seconds: float  # this thread's (the request runs in it; Redis's CPU is not in it)
     queries: list[dict[str, str]]
 
 
@@ -284,11 +286,11 @@ def fetch(client: Any, url: str, htmx: bool) -> Response:
     from django.db import connection
 
     headers = {"HX-Request": "true"} if htmx else {}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     response = client.get(url, headers=headers)
     body = b"".join(response.streaming_content) if response.streaming else response.content
-    seconds = time.perf_counter() - started
-    return Response(response.status_code, body, seconds, list(connection.queries))
+    seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu
+    return Response(response.status_code, body, seconds, cpu, list(connection.queries))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -331,6 +333,7 @@ def measure(client: Any, variant: Variant, warmup: int, requests: int) -> tuple[
     last = samples[-1]
     result.status = max(s.status for s in samples)
     result.p50_ms, result.p95_ms, result.max_ms = percentile(times, 50), percentile(times, 95), max(times)
+    result.cpu_ms = percentile([s.cpu_seconds * 1000 for s in samples], 50)
     result.rows = len(ROW.findall(last.body))
     result.bytes = len(last.body)
     result.queries = len(last.queries)
@@ -384,8 +387,13 @@ def explain(client: Any, result: Result, top: int = 3) -> str:
     from django.db import connection
 
     response = fetch(client, result.url, result.kind == "partial")
-    lines = [f"## {result.label}  ({result.url}): {len(response.queries)} queries"]
+    sql_ms = sum(float(q["time"]) for q in response.queries) * 1000
+    lines = [f"## {result.label}  ({result.url}): {len(response.queries)} queries, {sql_ms:.0f} ms of "
+             f"{response.seconds * 1000:.0f} ms"]  # fmt: skip
     slowest = sorted(response.queries, key=lambda q: float(q["time"]), reverse=True)[:top]
+    slowest = [q for q in slowest if float(q["time"]) >= 0.002]  # the session and user look-ups are not it
+    if not slowest:
+        lines.append("- no query took 2 ms or more: the time is outside the database (see --profile)")
     for q in slowest:
         sql = q["sql"]
         lines.append(f"- {float(q['time']) * 1000:.1f} ms: {sql[:600]}{' ...' if len(sql) > 600 else ''}")
@@ -406,7 +414,9 @@ def profile(client: Any, result: Result, top: int = 30) -> str:
     fetch(client, result.url, result.kind == "partial")
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(r"jobconsole|dashboards|redis|db/models|template", top)
+    stats.sort_stats("tottime").print_stats(top)
     return f"## cProfile of {result.label} ({result.url})\n{out.getvalue()}"
 
 
@@ -415,8 +425,8 @@ def profile(client: Any, result: Result, top: int = 30) -> str:
 
 def table(results: list[Result]) -> str:
     header = (
-        f"{'page':<44} {'status':>6} {'p50':>7} {'p95':>7} {'max':>7} {'rows':>6} {'KB':>7} {'SQL':>4} "
-        f"{'SQL ms':>7}  flags"
+        f"{'page':<44} {'status':>6} {'p50':>7} {'p95':>7} {'max':>7} {'cpu':>6} {'rows':>5} {'KB':>7} "
+        f"{'SQL':>4} {'SQL ms':>6}  flags"
     )
     lines = [header, "-" * len(header)]
     for r in results:
@@ -424,8 +434,8 @@ def table(results: list[Result]) -> str:
             lines.append(f"{r.label[:44]:<44} {r.status or '':>6}  {r.note}")
             continue
         lines.append(
-            f"{r.label[:44]:<44} {r.status:>6} {r.p50_ms:>7.1f} {r.p95_ms:>7.1f} {r.max_ms:>7.1f} {r.rows:>6} "
-            f"{r.bytes / 1024:>7.1f} {r.queries:>4} {r.sql_ms:>7.1f}  {' '.join(r.flags)}"
+            f"{r.label[:44]:<44} {r.status:>6} {r.p50_ms:>7.1f} {r.p95_ms:>7.1f} {r.max_ms:>7.1f} {r.cpu_ms:>6.1f} "
+            f"{r.rows:>5} {r.bytes / 1024:>7.1f} {r.queries:>4} {r.sql_ms:>6.1f}  {' '.join(r.flags)}"
             + (" (download: no page limits)" if r.kind == "download" else "")
         )
     return "\n".join(lines)
@@ -566,7 +576,9 @@ def measure_phase(args: argparse.Namespace, loaded: Loaded, redis_start_s: float
     if args.pages:
         wanted = [w.strip() for w in args.pages.split(",") if w.strip()]
         variants = [v for v in variants if any(w in v.label for w in wanted)]
+    load_before = os.getloadavg()[0]
     results = measure_all(client, variants, args.warmup, args.requests)
+    load_after = os.getloadavg()[0]
 
     redis_version = str(get_redis().info("server").get("redis_version", ""))
     meta = {
@@ -585,6 +597,7 @@ def measure_phase(args: argparse.Namespace, loaded: Loaded, redis_start_s: float
         "redis_start_s": round(redis_start_s, 1),
         "requests": args.requests,
         "warmup": args.warmup,
+        "load_average": [round(load_before, 1), round(load_after, 1)],
         "slow_ms": SLOW_MS,
         "max_rows": MAX_ROWS,
         "notes": notes,
@@ -592,7 +605,8 @@ def measure_phase(args: argparse.Namespace, loaded: Loaded, redis_start_s: float
     print(
         f"Console pages with {loaded.jobs:,} waiting jobs and {loaded.dead:,} dead letters ({connection.vendor}, "
         f"loaded {loaded.loaded_at}); {args.requests} timed requests per page after {args.warmup} warm-up; "
-        f"server time in ms; {meta['machine']}; commit {meta['commit']}"
+        f"server time in ms (cpu: this process's CPU time, p50); {meta['machine']}; load average "
+        f"{load_before:.1f} before, {load_after:.1f} after; commit {meta['commit']}"
     )
     print("load steps: " + "; ".join(f"{name} {s:.1f} s" for name, s in loaded.steps.items()))
     print(table(results))
