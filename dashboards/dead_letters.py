@@ -36,7 +36,7 @@ def select(query: QueryDict, *, text_window: int | None = None) -> tuple[QuerySe
         if version.isdigit():
             rows = rows.filter(version=int(version))
         else:
-            filters.errors.append(f"Version {version!r} is not a whole number; ignored.")
+            filters.errors.append(f"Version {version!r} is not a whole number.")
             filters.values.pop("version")
     if fingerprint := filters.text(query, "fingerprint", "Fingerprint"):
         rows = rows.filter(fingerprint=fingerprint)

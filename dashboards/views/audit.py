@@ -43,16 +43,20 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(at__gte=since)
     if until := filters.moment(query, "until", "Until", end_of_day=True):
         rows = rows.filter(at__lte=until)
+    bad_cursor = False
+    if filters.errors:
+        context = {"records": [], "actions": actions, "filters": filters, "filtered": True}
+        return page(request, "dashboards/audit.html", "audit", context, status=400)
     if raw := query.get("cursor"):
         after = decode_cursor(raw)
         if after is None:
-            filters.errors.append("That page link is no longer valid; showing the newest records.")
+            bad_cursor = True
         else:
             rows = rows.filter(Q(at__lt=after[0]) | Q(at=after[0], pk__lt=after[1]))
     found = list(rows.order_by("-at", "-pk")[: PAGE + 1])
     next_cursor = encode_cursor(found[PAGE - 1].at, found[PAGE - 1].pk) if len(found) > PAGE else None
     context = {
         "records": found[:PAGE], "next_cursor": next_cursor, "actions": actions, "filters": filters,
-        "filtered": bool(filters.values),
+        "filtered": bool(filters.values), "bad_cursor": bad_cursor,
     }  # fmt: skip
     return page(request, "dashboards/audit.html", "audit", context)

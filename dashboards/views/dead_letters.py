@@ -24,6 +24,15 @@ EXPORT_FIELDS = ["job_id", "queue", "task", "version", "died_at", "attempts", "e
 @view_required
 def dead_letter_list(request: HttpRequest) -> HttpResponse:
     rows, filters = dead_letters.select(request.GET, text_window=TEXT_WINDOW)
+    context = {
+        "filters": filters,
+        "filtered": bool(filters.values),
+        "filter_query": dead_letters.filter_query(filters).urlencode(),
+        "queues": distinct_values(DeadLetter, "queue"),
+        "tasks": distinct_values(DeadLetter, "task"),
+    }
+    if filters.errors:
+        return page(request, "dashboards/dead_letters.html", "dead", {**context, "bad_filters": True}, status=400)
     groups = dead_letters.groups(rows)
     samples = _sample_tracebacks([str(g["job_id"]) for g in groups[:10] if g["job_id"]])
     for group in groups:
@@ -32,21 +41,14 @@ def dead_letter_list(request: HttpRequest) -> HttpResponse:
     if raw := request.GET.get("cursor"):
         after = decode_cursor(raw)
         if after is None:
-            filters.errors.append("That page link is no longer valid; showing the newest dead letters.")
+            context["bad_cursor"] = True
         else:
             listed = rows.filter(Q(died_at__lt=after[0]) | Q(died_at=after[0], pk__lt=after[1]))
     found = list(listed.order_by("-died_at", "-pk")[: PAGE + 1])
     last = found[PAGE - 1] if len(found) > PAGE else None
-    context = {
-        "letters": found[:PAGE],
-        "next_cursor": encode_cursor(last.died_at, last.pk) if last else None,
-        "groups": groups,
-        "filters": filters,
-        "filtered": bool(filters.values),
-        "filter_query": dead_letters.filter_query(filters).urlencode(),
-        "queues": distinct_values(DeadLetter, "queue"),
-        "tasks": distinct_values(DeadLetter, "task"),
-    }
+    context.update(
+        letters=found[:PAGE], next_cursor=encode_cursor(last.died_at, last.pk) if last else None, groups=groups
+    )
     return page(request, "dashboards/dead_letters.html", "dead", context)
 
 

@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from itertools import pairwise
+from typing import Any, Literal, cast
 
 from jobconsole.core import keys
 from jobconsole.core.errors import InvalidJob, JobNotFound
@@ -41,6 +42,33 @@ class QueueCounts:
 class JobPage:
     jobs: list[Job]
     next_cursor: str | None  # pass back for the next page; None on the last one
+
+
+@dataclass(frozen=True, slots=True)
+class TimedJob:
+    """A job of a set scored by time, with its score: the run-at of a delayed or retrying job, the lease
+    deadline of a running one."""
+
+    job: Job
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TimedPage:
+    jobs: list[TimedJob]
+    next_cursor: str | None  # pass back for the next page; None on the last one
+
+
+# A set scored by time in every queue, and the job states it holds: "scheduled" (run-at: delayed jobs and
+# retries waiting for their backoff) or "running" (lease deadline).
+type TimedSet = Literal["scheduled", "running"]
+_TIMED_STATES: dict[str, frozenset[JobState]] = {
+    "scheduled": frozenset({JobState.SCHEDULED, JobState.RETRYING}),
+    "running": frozenset({JobState.RUNNING}),
+}
+
+# An entry of a timed set across queues, in the order pages list them: (score, queue, member).
+type _Entry = tuple[float, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +139,19 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         score, _, member = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return float(score), member
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidJob(f"invalid cursor {cursor!r}") from None
+
+
+def _encode_timed_cursor(entry: _Entry) -> str:
+    score, queue, member = entry
+    return base64.urlsafe_b64encode(f"{score!r}|{queue}|{member}".encode()).decode()
+
+
+def _decode_timed_cursor(cursor: str) -> _Entry:
+    try:
+        score, queue, member = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
+        return float(score), queue, member
     except (ValueError, UnicodeDecodeError):
         raise InvalidJob(f"invalid cursor {cursor!r}") from None
 
@@ -282,6 +323,97 @@ class Queries:
             list[tuple[str, float]],
             self.redis.zrange(key, start, end, desc=desc, byscore=True, offset=offset, num=count, withscores=True),
         )
+
+    # --- across queues: the sets scored by time -----------------------------------------------------
+
+    def timed_jobs(
+        self, kind: TimedSet, queues: Sequence[str] | None = None, *, cursor: str | None = None, limit: int = 50
+    ) -> TimedPage:
+        """A page of every queue's delayed and retrying jobs, soonest due first (kind "scheduled"), or of its
+        running jobs, earliest lease deadline first ("running"), each with that time. The queues' sets are
+        merged in (time, queue, id) order; the cursor stays valid while jobs come and go."""
+        if not 1 <= limit <= PAGE_MAX:
+            raise InvalidJob(f"limit must be from 1 to {PAGE_MAX}; got {limit}")
+        names = self.queues() if queues is None else list(queues)
+        if kind == "running":
+            for reply in self.store.run_many([self.store.drain_call(q) for q in names]):
+                if isinstance(reply, Exception):  # a handed job may still be an intake entry
+                    raise reply
+        states = _TIMED_STATES[kind]
+        after = _decode_timed_cursor(cursor) if cursor else None
+        found: list[TimedJob] = []
+        last: _Entry | None = None
+        while True:
+            need = limit + 1 - len(found)
+            available = self._entries_after(kind, names, after, need)
+            batch = available[:need]
+            if not batch:
+                return TimedPage(found, None)
+            for entry, job in zip(batch, self.jobs_by_id([(q, m) for _, q, m in batch]), strict=True):
+                if job is None or job.state not in states:
+                    continue  # gone meanwhile, or a hash that disagrees with its set
+                if len(found) == limit:
+                    assert last is not None
+                    return TimedPage(found, _encode_timed_cursor(last))
+                found.append(TimedJob(job, datetime.fromtimestamp(entry[0] / 1000, tz=UTC)))
+                last = entry
+            if len(available) < need:
+                return TimedPage(found, None)
+            after = batch[-1]
+
+    def _entries_after(self, kind: TimedSet, queues: Sequence[str], after: _Entry | None, count: int) -> list[_Entry]:
+        """The first `count` entries after `after` of the queues' timed sets, merged in order. One round trip
+        unless many entries share the cursor's time."""
+
+        def key(queue: str) -> str:
+            k = queue_keys(queue)
+            return k.scheduled if kind == "scheduled" else k.active
+
+        low = "-inf" if after is None else repr(after[0])
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zrange(key(queue), low, "+inf", byscore=True, offset=0, num=count, withscores=True)
+        out: list[_Entry] = []
+        for queue, rows in zip(queues, pipe.execute(), strict=True):
+            fresh = [(s, queue, m) for m, s in rows if after is None or (s, queue, m) > after]
+            offset = len(rows)
+            # Entries at the cursor's own time that come before it were skipped: read on past them.
+            while len(fresh) < count and len(rows) == count:
+                rows = cast(
+                    list[tuple[str, float]],
+                    self.redis.zrange(key(queue), low, "+inf", byscore=True, offset=offset, num=count, withscores=True),
+                )
+                fresh += [(s, queue, m) for m, s in rows if after is None or (s, queue, m) > after]
+                offset += len(rows)
+            out += fresh[:count]
+        out.sort()
+        return out[:count]
+
+    def lease_deadlines(self, jobs: Sequence[tuple[str, str]]) -> list[datetime | None]:
+        """When the leases of (queue, id) pairs run out, in one round trip; None where the job is not running."""
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, job_id in jobs:
+            pipe.zscore(queue_keys(queue).active, job_id)
+        return [None if s is None else datetime.fromtimestamp(s / 1000, tz=UTC) for s in pipe.execute()]
+
+    def due_counts(self, bounds: Sequence[datetime], queues: Sequence[str] | None = None) -> list[int]:
+        """How many delayed and retrying jobs fall due in each interval [bounds[i], bounds[i + 1]), summed over
+        the queues (default every queue): len(bounds) - 1 counts, one ZCOUNT per interval and queue, all in
+        one round trip. Never reads a job."""
+        names = self.queues() if queues is None else list(queues)
+        edges = [int(b.timestamp() * 1000) for b in bounds]
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in names:
+            scheduled = queue_keys(queue).scheduled
+            for low, high in pairwise(edges):
+                pipe.zcount(scheduled, low, f"({high}")
+        replies = cast(list[int], pipe.execute())
+        width = max(0, len(edges) - 1)
+        return [sum(replies[q * width + i] for q in range(len(names))) for i in range(width)]
+
+    def now(self) -> datetime:
+        """Redis's clock, in which every lease deadline and run-at is counted."""
+        return datetime.fromtimestamp(self.store.time_ms() / 1000, tz=UTC)
 
     # --- workers, statistics, events --------------------------------------------------------------
 

@@ -59,7 +59,7 @@ class Failed(NamedTuple):
 
 class Recovered(NamedTuple):
     requeued: list[str]
-    dead: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy)
+    ended: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy); or cancelled as asked
 
 
 @dataclass(frozen=True, slots=True)
