@@ -62,7 +62,8 @@ def select(query: QueryDict, *, text_window: int | None = None) -> tuple[QuerySe
 
 def groups(rows: QuerySet[DeadLetter], limit: int = GROUPS) -> list[dict[str, Any]]:
     """Failures grouped by fingerprint (exception class + top frame without its line number): count, first and
-    last seen, biggest first, each named by its latest dead letter's class and frame (one index look-up each).
+    last seen, biggest first, each named by the class and frame of its latest dead letter the filters match (one
+    index look-up each).
 
     Grouped by the fingerprint alone, so the aggregate reads only (fingerprint, died_at), which for open dead
     letters (the default), alone or within a queue or a task, one index holds (jc_dl_open_cause and the like):
@@ -77,7 +78,7 @@ def groups(rows: QuerySet[DeadLetter], limit: int = GROUPS) -> list[dict[str, An
     ]
     for group in found:
         latest = (
-            DeadLetter.objects.filter(fingerprint=group["fingerprint"]).order_by("-died_at")
+            rows.filter(fingerprint=group["fingerprint"]).order_by("-died_at", "-pk")
             .values("job_id", "error_class", "top_frame").first()
         )  # fmt: skip
         group.update(latest or {"job_id": None, "error_class": "", "top_frame": ""})
