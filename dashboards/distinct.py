@@ -5,14 +5,16 @@ index for the smallest value, then for the smallest one above it, and so on: one
 and PostgreSQL both run it as a recursive common table expression."""
 
 from django.db import connections, router
-from django.db.models import Model
+from django.db.models import Field, Model
 
 
 def distinct_values(model: type[Model], field: str) -> list[str]:
     """The column's distinct non-null values, ascending (in the database's collation)."""
     connection = connections[router.db_for_read(model)]
-    quote = connection.ops.quote_name
-    table, column = quote(model._meta.db_table), quote(model._meta.get_field(field).column)
+    found = model._meta.get_field(field)
+    if not isinstance(found, Field) or not found.column:
+        raise ValueError(f"{model.__name__}.{field} is not a column")
+    table, column = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(found.column)
     sql = (
         f"WITH RECURSIVE seen(v) AS (SELECT MIN({column}) FROM {table} "
         f"UNION ALL SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > seen.v) FROM seen "
