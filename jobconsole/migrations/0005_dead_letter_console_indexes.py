@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobconsole", "0002_mirror_epoch_and_restore"),
+        ("jobconsole", "0004_bulk_operations"),
     ]
 
     operations = [
