@@ -180,7 +180,11 @@ def planned(routes: dict[str, list[str]], f: Facts) -> tuple[list[Variant], list
         return reverse(f"dashboards:{route}", kwargs=kwargs or None) + ("?" + urlencode(query) if query else "")
 
     plans: dict[str, Callable[[], list[Variant]]] = {
-        "overview": lambda: [Variant("overview", url("overview"))],
+        "overview": lambda: [
+            Variant("overview", url("overview")),
+            Variant("overview, last day", url("overview", {"range": "day"})),
+            Variant("overview, last week", url("overview", {"range": "week"})),
+        ],
         "queues": lambda: [Variant("queues", url("queues"))],
         "queue": lambda: [
             Variant("queue: waiting (the backlog)", url("queue", name=BACKLOG)),
@@ -234,7 +238,12 @@ def planned(routes: dict[str, list[str]], f: Facts) -> tuple[list[Variant], list
         ],
         "running": lambda: [Variant("running", url("running"))],
         "scheduled": lambda: [Variant("scheduled", url("scheduled"))],
-        "tasks": lambda: [Variant("tasks", url("tasks"))],
+        "tasks": lambda: [Variant("tasks", url("tasks")), Variant("tasks, last week", url("tasks", {"range": "week"}))],
+        "task": lambda: [
+            Variant("task: the failing one", url("task", name=f.task)),
+            Variant("task: the 1M one, last week", url("task", {"range": "week"}, name="examples.echo")),
+        ],
+        "bulk_list": lambda: [Variant("bulk operations", url("bulk_list"))],
         "bulk_preview": lambda: [
             Variant("bulk preview, resubmit every dead letter", url("bulk_preview", {"kind": "resubmit"})),
             Variant(
