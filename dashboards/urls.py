@@ -1,6 +1,18 @@
 from django.urls import path, re_path
 
-from dashboards.views import audit, dead_letters, health, job, jobs, overview, queues, running, scheduled, workers
+from dashboards.views import (
+    audit,
+    dead_letters,
+    health,
+    job,
+    jobs,
+    overview,
+    queues,
+    running,
+    scheduled,
+    tasks,
+    workers,
+)
 
 app_name = "dashboards"
 urlpatterns = [
@@ -20,6 +32,8 @@ urlpatterns = [
     path("dead/", dead_letters.dead_letter_list, name="dead_letters"),
     re_path(r"^dead/export\.(?P<fmt>csv|json)$", dead_letters.dead_letter_export, name="dead_letters_export"),
     path("workers/", workers.worker_list, name="workers"),
+    path("tasks/", tasks.task_list, name="tasks"),
+    path("tasks/<str:name>/", tasks.task_detail, name="task"),
     path("audit/", audit.audit_log, name="audit"),
     path("healthz", health.healthz, name="healthz"),
 ]

@@ -1,4 +1,5 @@
-"""The database mirror of the engine's state, plus the audit log and the transactional-enqueue outbox.
+"""The database mirror of the engine's state, the audit log, the transactional-enqueue outbox, and the metrics
+history (counters by time bucket and queue-depth samples) behind the console's charts.
 
 Redis is where jobs move; these tables are where operators look, search and keep history. The mirror
 (`jobconsole.mirror`) is their only writer for Job, Attempt, DeadLetter and Queue rows: admin actions go
@@ -245,6 +246,63 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} {self.id}"
+
+
+class MetricBucket(models.Model):
+    """One counter of one queue and task summed over a time bucket: the per-minute counters Redis keeps for a day
+    (core/metrics.py names them), copied here by the mirror leader (`jobconsole.metrics.rollup`) at 1-minute
+    resolution and summed into 10-minute and hourly buckets, each kept for its own time (METRICS settings).
+    `retry_max` is the bucket's highest retry number, combined with max() instead of a sum."""
+
+    queue = models.CharField(max_length=100)
+    task = models.CharField(max_length=200)
+    metric = models.CharField(max_length=40)
+    resolution = models.PositiveIntegerField(help_text="seconds the bucket spans: 60, 600 or 3600")
+    start = models.DateTimeField(help_text="start of the bucket, a multiple of its resolution")
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resolution", "start", "queue", "task", "metric"], name="jc_metricbucket_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.task} {self.metric}@{self.start:%Y-%m-%d %H:%M}+{self.resolution}s={self.value}"
+
+
+class QueueSample(models.Model):
+    """A queue's depth: a sample taken by the mirror leader every METRICS.SAMPLE_EVERY seconds (resolution 0),
+    or the largest of each figure over a 10-minute or hourly interval (resolution 600 or 3600)."""
+
+    queue = models.CharField(max_length=100)
+    resolution = models.PositiveIntegerField(default=0, help_text="0: one sample; else the interval's seconds")
+    at = models.DateTimeField(help_text="when the sample was taken (Redis's clock), or the interval's start")
+    queued = models.BigIntegerField(default=0)
+    scheduled = models.BigIntegerField(default=0, help_text="delayed jobs and retries waiting for their backoff")
+    running = models.BigIntegerField(default=0)
+    dead = models.BigIntegerField(default=0)
+    oldest_wait = models.FloatField(null=True, blank=True, help_text="seconds the longest-waiting job had waited")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["resolution", "at", "queue"], name="jc_queuesample_key")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}@{self.at:%Y-%m-%d %H:%M:%S}: {self.queued} queued"
+
+
+class MetricsCursor(models.Model):
+    """How far each queue's per-minute counters have been copied: every minute up to `flushed_through` is in the
+    MetricBucket rows (readers take later minutes from Redis), and the tasks seen lately (for those reads)."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    flushed_through = models.BigIntegerField(help_text="the last minute copied (Unix minutes)")
+    tasks = models.JSONField(default=dict, blank=True, help_text="task -> the last minute it was counted in")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.queue} through minute {self.flushed_through}"
 
 
 def _loads(text: str) -> Any:

@@ -8,13 +8,13 @@ entry, so every read of a queue's jobs drains its intake first (`Store.drain`).
 import base64
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, Literal, cast
 
-from jobconsole.core import keys
+from jobconsole.core import keys, metrics
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
@@ -90,9 +90,31 @@ class WorkerInfo:
 @dataclass(frozen=True, slots=True)
 class MinuteStat:
     minute: datetime
-    metric: str  # enqueued, started, completed, failed, retried, dead, lost, wait_ms, runtime_ms
+    metric: str  # a name of core/metrics.py: enqueued, ..., runtime_ms, wait_h:<i>, done_h:<i>, fail_h:<i>, retry_max
     task: str
     value: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauges:
+    """A queue's gauges at one instant, read without scanning a job (gauges.lua)."""
+
+    queue: str
+    at: datetime  # Redis's time of the reading
+    paused: bool
+    queued: int  # ready to run (the intake's entries included)
+    scheduled: int  # delayed jobs and retries waiting for their backoff
+    running: int
+    dead: int
+    oldest_waiting_since: datetime | None  # when the longest-waiting ready job became ready; None: none waits
+    overdue: int  # running jobs whose lease deadline is more than the grace asked for behind
+
+    @property
+    def oldest_wait(self) -> float | None:
+        """Seconds the longest-waiting ready job has waited, or None."""
+        if self.oldest_waiting_since is None:
+            return None
+        return max((self.at - self.oldest_waiting_since).total_seconds(), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,16 +464,84 @@ class Queries:
         return int(self.redis.zcard(keys.WORKERS))
 
     def stats(self, queue: str, since: datetime | None = None) -> list[MinuteStat]:
-        """The queue's per-minute counters (kept for a day), oldest first; `since` bounds them."""
+        """The queue's per-minute counters (kept for a day), oldest first; `since` bounds them. It reads the whole
+        day's hash: for a few minutes, `minute_values` (known tasks) or `minute_counts` cost less."""
         first = int(since.timestamp()) // 60 if since else 0
         out: list[MinuteStat] = []
         for name, value in cast(dict[str, str], self.redis.hgetall(queue_keys(queue).stats)).items():
             minute, metric, task = [*name.split("|", 2), "", ""][:3]
             if not minute.isdigit() or int(minute) < first:
                 continue
-            out.append(MinuteStat(datetime.fromtimestamp(int(minute) * 60, tz=UTC), metric, task, int(value)))
+            out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
+        out = with_totals(out)
         out.sort(key=lambda s: (s.minute, s.metric, s.task))
         return out
+
+    def minute_counts(self, queue: str, first: int, last: int) -> list[MinuteStat]:
+        """The queue's counters of the minutes `first` to `last` (Unix minutes, both included), in no order.
+
+        The hash holds a day of minutes and has no index by minute, so this walks it with HSCAN (Redis serves
+        others between the steps) and lets Redis skip the fields outside the minutes' longest common prefix."""
+        if first > last:
+            return []
+        low, high = str(first), str(last)
+        prefix = ""
+        while len(low) == len(high) and len(prefix) < len(low) and low[len(prefix)] == high[len(prefix)]:
+            prefix += low[len(prefix)]
+        pattern = f"{low}|*" if first == last else f"{prefix}*"
+        fields = cast(
+            Iterable[tuple[str, str]], self.redis.hscan_iter(queue_keys(queue).stats, match=pattern, count=1000)
+        )
+        out: list[MinuteStat] = []
+        for name, value in fields:
+            minute, _, rest = name.partition("|")
+            if minute.isdigit() and first <= int(minute) <= last:
+                metric, _, task = rest.partition("|")
+                out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
+        return with_totals(out)
+
+    def minute_values(
+        self, queue: str, minutes: Sequence[int], tasks: Sequence[str], names: Sequence[str] = metrics.ALL
+    ) -> list[MinuteStat]:
+        """The counters `names` of these tasks in these minutes (Unix minutes): one HMGET of the fields named,
+        so it costs what it returns, however big the day's hash is. Counters never written are left out."""
+        fetched = set(names)
+        for total, prefix in metrics.TOTALS.items():
+            if total in fetched:  # it includes the counts of its histogram
+                fetched |= {name for name in metrics.SUMMED if name.startswith(prefix)}
+        wanted = [(m, name, t) for m in minutes for t in tasks for name in sorted(fetched)]
+        if not wanted:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        stats = queue_keys(queue).stats
+        for start in range(0, len(wanted), 5000):
+            pipe.hmget(stats, [f"{m}|{name}|{t}" for m, name, t in wanted[start : start + 5000]])
+        values = [v for chunk in pipe.execute() for v in chunk]
+        found = [
+            MinuteStat(_minute_time(m), name, t, int(v))
+            for (m, name, t), v in zip(wanted, values, strict=True)
+            if v is not None
+        ]
+        asked = set(names)
+        return [s for s in with_totals(found) if s.metric in asked]
+
+    def gauges(self, queues: Sequence[str], *, grace_ms: int = 0) -> list[QueueGauges]:
+        """Each queue's gauges (counts, the oldest waiting job, overdue running jobs), in one round trip; each
+        queue's read is O(log n). `grace_ms`: how far behind its lease deadline a running job is overdue."""
+        calls = [self.store.gauges_call(q, grace_ms=grace_ms) for q in queues]
+        out: list[QueueGauges] = []
+        for queue, reply in zip(queues, self.store.run_many(calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            now, paused, queued, scheduled, running, dead, oldest, overdue = reply
+            since = datetime.fromtimestamp(oldest / 1000, tz=UTC) if oldest >= 0 else None
+            at = datetime.fromtimestamp(now / 1000, tz=UTC)
+            out.append(QueueGauges(queue, at, bool(paused), queued, scheduled, running, dead, since, overdue))
+        return out
+
+    def now_ms(self) -> int:
+        """Redis's clock (ms): the clock of every deadline and counter minute."""
+        return self.store.time_ms()
 
     def events(
         self, queue: str, *, after: str | None = None, limit: int = 100, newest_first: bool = False
@@ -475,6 +565,30 @@ class Queries:
         started = time.monotonic()
         self.redis.ping()
         return time.monotonic() - started
+
+
+def with_totals(stats: Iterable[MinuteStat]) -> list[MinuteStat]:
+    """The counters as readers know them: the hot path counts claimed jobs in `wait_h` only and completed ones in
+    `done_h` only (core/metrics.py), so each minute and task's `started` and `completed` get those counts added."""
+    out = list(stats)
+    extra: dict[tuple[datetime, str, str], int] = {}
+    for s in out:
+        for total, prefix in metrics.TOTALS.items():
+            if s.metric.startswith(prefix):
+                key = (s.minute, total, s.task)
+                extra[key] = extra.get(key, 0) + s.value
+    if not extra:
+        return out
+    for i, s in enumerate(out):
+        added = extra.pop((s.minute, s.metric, s.task), 0)
+        if added:
+            out[i] = MinuteStat(s.minute, s.metric, s.task, s.value + added)
+    out += [MinuteStat(minute, total, task, value) for (minute, total, task), value in extra.items()]
+    return out
+
+
+def _minute_time(minute: int) -> datetime:
+    return datetime.fromtimestamp(minute * 60, tz=UTC)
 
 
 def _int(value: Any) -> int:

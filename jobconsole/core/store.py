@@ -324,6 +324,10 @@ class Store:
         args = [*self._head(queue), age_ms, limit]
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
 
+    def gauges_call(self, queue: str, *, grace_ms: int) -> Call[list[int]]:
+        """The raw reply of gauges.lua (read only): `Queries.gauges` decodes it."""
+        return Call("gauges", script_keys("gauges", queue), [queue_keys(queue).job_prefix, grace_ms], _ints)
+
     def trim_stats(self, queue: str, before_minute: int) -> int:
         """Forget per-minute counters of minutes before `before_minute`."""
         stats = queue_keys(queue).stats

@@ -46,6 +46,7 @@ for _, job_id in ipairs(expired) do
       emit(KEYS[6], maxlen, job_id, 'cancelled', 'cancelled', {'entry', entry})
       ended[#ended + 1] = job_id
     elseif tonumber(f[2]) <= tonumber(f[3]) then
+      note_retry(KEYS[9], now, f[6] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
       make_ready(job_key, job_id, KEYS[2], KEYS[8], KEYS[7], now)
       emit(KEYS[6], maxlen, job_id, 'recovered', 'queued', {'entry', entry})
       requeued[#requeued + 1] = job_id
