@@ -31,6 +31,7 @@ SHOP = [
     _job("examples.sync_inventory", {"sku": "SKU-00042", "flaky_attempts": 1}),
     *[_job("examples.send_digest", {"to": f"chen{n}@example.org"}, delay=3600 + 600 * n) for n in range(3)],
 ]
+SHOP_QUEUES = ("default", "emails", "reports")
 SHOP_DEAD = 6  # the bounces, the unknown customer, the declined card, the bad CSV row
 SLOW_REPORT = _job("examples.build_report", {"report": "sales", "sections": 120, "seconds_per_section": 0.5})
 
