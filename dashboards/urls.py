@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from dashboards.views import (
     audit,
+    bulk,
     dead_letters,
     health,
     job,
@@ -35,5 +36,12 @@ urlpatterns = [
     path("tasks/", tasks.task_list, name="tasks"),
     path("tasks/<str:name>/", tasks.task_detail, name="task"),
     path("audit/", audit.audit_log, name="audit"),
+    path("bulk/", bulk.bulk_list, name="bulk_list"),
+    path("bulk/new", bulk.bulk_preview, name="bulk_preview"),
+    path("bulk/confirm", bulk.bulk_confirm, name="bulk_confirm"),
+    path("bulk/<int:pk>/", bulk.bulk_detail, name="bulk_detail"),
+    path("bulk/<int:pk>/progress.json", bulk.bulk_progress_json, name="bulk_progress"),
+    path("bulk/<int:pk>/cancel", bulk.bulk_cancel, name="bulk_cancel"),
+    path("bulk/<int:pk>/resume", bulk.bulk_resume, name="bulk_resume"),
     path("healthz", health.healthz, name="healthz"),
 ]

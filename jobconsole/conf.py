@@ -5,8 +5,8 @@ A project sets them in its settings module as a dict, e.g.
     JOBCONSOLE = {"REDIS_URL": "redis://redis:6379/0", "MIRROR": {"BATCH": 500}}
 
 Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
-it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX, METRICS and
-HEALTH merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
+it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX, METRICS,
+HEALTH and BULK merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
 
 The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
 Django's setting_changed signal, as tests make, clears the cache). Unknown keys, wrong types and
@@ -176,6 +176,20 @@ SETTINGS: tuple[Setting, ...] = (
         kind=dict,
         check=_overrides_check(TASK_THRESHOLDS, "task"),
     ),
+    Setting(
+        "BULK.ADMIN_THRESHOLD",
+        200,
+        "an admin bulk action over more rows than this runs as a tracked bulk operation instead of in the request",
+        env="JOBCONSOLE_BULK_ADMIN_THRESHOLD",
+    ),
+    Setting("BULK.CHUNK", 500, "jobs per chunk of a bulk operation (one pipelined round trip and one commit each)"),
+    Setting("BULK.PREVIEW_MAX_AGE", 3600.0, "seconds a bulk operation's preview can still be confirmed"),
+    Setting(
+        "BULK.CONCURRENCY",
+        2,
+        "bulk operations one runworker's system worker runs at once",
+        env="JOBCONSOLE_BULK_CONCURRENCY",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -220,6 +234,13 @@ class HealthConfig(TypedDict):
     TASKS: dict[str, dict[str, float]]
 
 
+class BulkConfig(TypedDict):
+    ADMIN_THRESHOLD: int
+    CHUNK: int
+    PREVIEW_MAX_AGE: float
+    CONCURRENCY: int
+
+
 class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
@@ -236,6 +257,7 @@ class Config(TypedDict):
     OUTBOX: OutboxConfig
     METRICS: MetricsConfig
     HEALTH: HealthConfig
+    BULK: BulkConfig
 
 
 def _is_kind(value: object, kind: Kind) -> bool:
@@ -366,6 +388,10 @@ def metrics_config() -> MetricsConfig:
 
 def health_config() -> HealthConfig:
     return get_config()["HEALTH"]
+
+
+def bulk_config() -> BulkConfig:
+    return get_config()["BULK"]
 
 
 def retention() -> Retention:

@@ -178,6 +178,98 @@ class AuditLog(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} ({self.count})"
 
 
+class BulkOperation(models.Model):
+    """One operator action over many jobs, run server-side in chunks by the system task `jobconsole.bulk`
+    (jobconsole/bulk/): who asked, the selection as given, the options, and how far it got.
+
+    The set of jobs is frozen when the operator confirms (its BulkChunk rows), so jobs that arrive later
+    are never touched. `done`, `refused` and `failed` count jobs of finished chunks only, each chunk once."""
+
+    class Kind(models.TextChoices):
+        RESUBMIT_DEADLETTERS = "resubmit_deadletters", "Resubmit dead letters"
+        PURGE_DEADLETTERS = "purge_deadletters", "Purge dead letters"
+        RETRY_JOBS = "retry_jobs", "Retry jobs"
+        CANCEL_JOBS = "cancel_jobs", "Cancel jobs"
+        DELETE_JOBS = "delete_jobs", "Delete jobs"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=150, help_text="username, or the command for shell actions")
+    selection = models.JSONField(default=dict, blank=True, help_text="the filter or the ids, as given")
+    options = models.JSONField(default=dict, blank=True, help_text="reset_attempts, spread_seconds")
+    reason = models.TextField(blank=True, default="")
+    confirmation = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, help_text="digest of the preview confirmed (no twice)"
+    )
+    stamp = models.CharField(
+        max_length=26, unique=True, help_text="recorded in each job it changed; a repeated chunk changes nothing twice"
+    )
+    job_id = models.CharField(max_length=26, blank=True, default="", help_text="the system job running it")
+    audit = models.ForeignKey("AuditLog", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    previewed = models.IntegerField(null=True, blank=True, help_text="jobs the confirmed preview showed")
+    total = models.IntegerField(default=0, help_text="jobs frozen at confirmation")
+    done = models.IntegerField(default=0)
+    refused = models.IntegerField(default=0, help_text="jobs that had moved on (compare-and-set refused)")
+    failed = models.IntegerField(default=0, help_text="jobs Redis answered with an error")
+    chunks = models.IntegerField(default=0)
+    chunks_done = models.IntegerField(default=0)
+    redone = models.IntegerField(default=0, help_text="chunks run again after an interruption")
+    spread_start_ms = models.BigIntegerField(null=True, blank=True, help_text="Redis time the spread window opens")
+    cancel_requested = models.BooleanField(default=False)
+    cancelled_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progressed_at = models.DateTimeField(null=True, blank=True, help_text="when the last chunk finished")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True, help_text="refusals by reason with a sample; errors")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.CANCELLED, self.Status.FAILED)
+
+
+class BulkChunk(models.Model):
+    """A slice of a bulk operation's frozen set (about 500 jobs), processed as one unit and marked once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        STARTED = "started", "started (its Redis step may have run)"
+        DONE = "done"
+
+    operation = models.ForeignKey(BulkOperation, on_delete=models.CASCADE, related_name="chunk_rows")
+    index = models.IntegerField()
+    first = models.IntegerField(help_text="position of its first job in the frozen set")
+    items = models.JSONField(help_text="[job id, queue, dead letter pk or null, attempts or null] per job")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    runs = models.IntegerField(default=0, help_text="times its Redis step began")
+    done = models.IntegerField(default=0)
+    refused = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    refusals = models.JSONField(default=dict, blank=True, help_text="reasons counted, and a sample of jobs")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["operation", "index"]
+        constraints = [models.UniqueConstraint(fields=["operation", "index"], name="jc_bulkchunk_op_index")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of operation {self.operation_id} ({self.status})"
+
+
 class MirrorCursor(models.Model):
     """The last events-stream entry applied per queue, committed with the rows it produced."""
 

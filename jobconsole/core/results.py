@@ -75,7 +75,7 @@ class EnqueueResult:
 
 
 class Edited(NamedTuple):
-    status: str  # 'edited', 'resubmitted', 'missing', 'conflict', 'duplicate' or 'invalid'
+    status: str  # 'edited', 'resubmitted', 'already' (stamped edit repeated), 'missing', 'conflict' or 'duplicate'
     state: str
 
 

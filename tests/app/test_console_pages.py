@@ -168,3 +168,27 @@ def test_operator_time_zone_from_the_cookie(client):
     assert "JST" in browser.get("/queues/examples.echo/", {"state": "scheduled"}).content.decode()
     browser.cookies["jc_tz"] = "Mars/Olympus"  # unknown zones fall back to the site's
     assert browser.get("/queues/examples.echo/", {"state": "scheduled"}).status_code == 200
+
+
+def test_overview_charts_and_tasks_pages_show_what_the_workers_counted(client, r):
+    for i in range(5):
+        client.enqueue("examples.echo", {"i": i})
+    client.enqueue("examples.fail", {"message": "nope"}, max_retries=0)
+    run_worker(r, ["examples.echo", "examples.fail"])
+    browser = web(*VIEW)
+    page = browser.get("/", {"range": "hour"})
+    figures = page.context["figures"]
+    completed = figures["throughput"]["data"][0]
+    assert completed["name"] == "completed" and sum(completed["y"]) > 0
+    assert figures["run"] is not None and figures["wait"] is not None
+    assert page.context["health"].status in {"green", "yellow", "red"}
+    assert 'class="chart"' in page.content.decode() and "plotly/plotly.min.js" in page.content.decode()
+    live = browser.get("/", {"part": "live"}, headers={"HX-Request": "true"})
+    assert b"overview-live" in live.content and b"chart-depth" not in live.content
+    assert "Unknown range" in browser.get("/", {"range": "year"}).content.decode()
+    tasks = {t.task: t for t in browser.get("/tasks/").context["tasks"]}
+    assert tasks["examples.echo"].completed == 5 and tasks["examples.echo"].success_rate == 1.0
+    assert tasks["examples.fail"].dead == 1 and tasks["examples.fail"].success_rate == 0.0
+    detail = browser.get("/tasks/examples.echo/", {"range": "day"})
+    assert detail.status_code == 200 and detail.context["figures"]["histogram"] is not None
+    assert browser.get("/tasks/no.such.task/").status_code == 404
