@@ -47,6 +47,8 @@ def time_series(
             trace["marker"] = {"color": color}
         else:
             trace.update(mode="lines", line={"color": color, "width": 2, "shape": "linear"})
+            if sizes := _lone_point_sizes([v for _, v in points]):
+                trace.update(mode="lines+markers", marker={"color": color, "size": sizes})
             if stacked:
                 trace.update(stackgroup="one", line={"color": color, "width": 1})
         data.append(trace)
@@ -58,6 +60,17 @@ def time_series(
         layout["shapes"] = shapes
         layout["annotations"] = notes
     return {"data": data, "layout": layout}
+
+
+def _lone_point_sizes(values: Sequence[float | None]) -> list[int] | None:
+    """Marker sizes that show the points a line cannot (no measured neighbour on either side, such as the one
+    minute a fresh system has measured), and hide the others; None when every point is on a line."""
+    sizes = [
+        6 if value is not None and (i == 0 or values[i - 1] is None) and (i == len(values) - 1 or values[i + 1] is None)
+        else 0
+        for i, value in enumerate(values)
+    ]  # fmt: skip
+    return sizes if any(sizes) else None
 
 
 def _markers(records: Sequence[AuditLog]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

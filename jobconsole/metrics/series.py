@@ -215,6 +215,13 @@ class TaskSummary:
         return self.completed + self.failed
 
     @property
+    def percentiles(self) -> dict[str, float | None]:
+        """Run time p50, p95, p99 and time in queue p95 by name: a template cannot look up a float key
+        (`runtime.0.5` reads as runtime[0], then [5], so it rendered "—" for every task)."""
+        run = self.runtime
+        return {"p50": run[0.5], "p95": run[0.95], "p99": run[0.99], "wait_p95": self.wait[0.95]}
+
+    @property
     def success_rate(self) -> float | None:
         """Share of the ended attempts that completed; None when none ended."""
         return self.completed / self.attempts if self.attempts else None
