@@ -25,4 +25,3 @@ def test_a_continuous_line_has_no_markers() -> None:
     assert figure is not None
     [trace] = figure["data"]
     assert trace["mode"] == "lines" and "marker" not in trace
-

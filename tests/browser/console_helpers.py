@@ -13,6 +13,7 @@ from jobconsole.core import Client, JobSpec, JobState
 from tests.browser.support import Proc, Visitor
 from tests.live import wait_until
 
+
 def _job(task: str, params: dict[str, Any], **options: Any) -> JobSpec:
     return JobSpec(task=task, params=params, **options)
 
