@@ -3,12 +3,18 @@ runs, and works again when resumed; a user without the operate permission sees n
 refused (403) when posting anyway, with nothing changed."""
 
 import time
+from collections.abc import Callable
 
+import pytest
 import redis
 
 from jobconsole.core import JobState
 from tests.browser.console_helpers import accept_dialogs, buttons, redis_snapshot, wait_for_mirrored, wait_for_state
-from tests.browser.support import LiveConsole, Proc, Visitor, Workers
+from tests.browser.support import ConsoleUsers, LiveConsole, Proc, Visitor, Workers
+
+# Pages, workers and a browser on a 2-core machine shared with other work: each test takes 10-60 s when it
+# is quiet, three or four times that under load.
+pytestmark = pytest.mark.timeout(300)
 
 QUEUE = "examples.echo"
 
@@ -70,10 +76,16 @@ def _actions(tab: Visitor) -> list[str]:
 
 
 def test_without_the_operate_permission_no_action_buttons_and_posts_are_refused(
-    operator: Visitor, viewer: Visitor, console_server: LiveConsole, workers: Workers, r: redis.Redis
+    visitor: Callable[..., Visitor],
+    console_users: ConsoleUsers,
+    viewer: Visitor,
+    console_server: LiveConsole,
+    workers: Workers,
+    r: redis.Redis,
 ) -> None:
-    from jobconsole.models import AuditLog, DeadLetter
+    from jobconsole.models import AuditLog, BulkOperation, DeadLetter
 
+    admin = visitor(console_users.admin)  # may do everything: the buttons the viewer must not see are there
     client = console_server.client
     worker = workers.start("w1")
     dead = client.enqueue("examples.fail", {"message": "card reader on fire"}, max_retries=0).id
@@ -87,19 +99,25 @@ def test_without_the_operate_permission_no_action_buttons_and_posts_are_refused(
     pages = {
         f"/queues/{QUEUE}/": {"⏸ Pause queue"},
         "/queues/examples.flaky/": {"▶ Resume queue"},
-        f"/jobs/{queued}/": {"■ Cancel"},
-        f"/jobs/{dead}/": {"↻ Retry", "Save and retry"},  # delete needs the purge permission
-        f"/jobs/{scheduled}/": {"▶ Run now", "■ Cancel"},
-        "/scheduled/": {"▶ Run now"},
-    }
+        f"/jobs/{dead}/": {"↻ Retry", "✕ Delete", "Save and retry"},
+        f"/jobs/{scheduled}/": {"▶ Run now", "■ Cancel", "✕ Delete"},
+        "/scheduled/": {"▶ Run now", "✕ Delete"},
+        "/dead/": {"↻ Resubmit selected…", "↻ Resubmit all matching…", "Resubmit group…", "🗑 Purge selected…",
+                   "🗑 Purge all matching…"},
+    }  # fmt: skip
     for path, expected in pages.items():
-        operator.visit(path)
-        assert expected <= set(_actions(operator)), f"the operator misses buttons on {path}: {_actions(operator)}"
+        admin.visit(path)
+        assert expected <= set(_actions(admin)), f"the admin misses buttons on {path}: {_actions(admin)}"
         viewer.visit(path)
         assert _actions(viewer) == [], f"a viewer sees action buttons on {path}: {_actions(viewer)}"
         assert viewer.page.locator("main form[method=post]").count() == 0, f"a viewer gets a form on {path}"
-    viewer.visit("/dead/")
-    assert _actions(viewer) == [] and viewer.page.locator("main input[type=checkbox]").count() == 0
+    assert viewer.page.locator("#dead-letter-list input[type=checkbox]").count() == 0  # nothing to select for
+    response = viewer.visit("/bulk/new?kind=resubmit&task=examples.fail", "bulk-preview-refused")
+    assert response is not None and response.status == 403
+    viewer.errors.clear()  # that 403 was the point
+    admin.visit("/bulk/new?kind=purge&task=examples.fail", "bulk-preview")
+    token = admin.page.locator("input[name=confirmation]").get_attribute("value")
+    assert token
 
     before, audited = redis_snapshot(r), AuditLog.objects.count()
     refused = {
@@ -112,20 +130,21 @@ def test_without_the_operate_permission_no_action_buttons_and_posts_are_refused(
         f"/jobs/{queued}/cancel": {},
         f"/jobs/{queued}/recover": {},
         f"/jobs/{scheduled}/retry": {"next": "/scheduled/"},
+        "/bulk/confirm": {"confirmation": token},  # the admin's genuine confirmation of a purge, posted by the viewer
     }  # fmt: skip
     for path, form in refused.items():
         response = viewer.post(path, form)
         assert response.status == 403, f"POST {path}: {response.status} {response.text()[:500]}"
         assert "CSRF" not in response.text()  # refused for the permission, not for a bad token
     assert redis_snapshot(r) == before, "a refused request changed Redis"
-    assert AuditLog.objects.count() == audited
+    assert AuditLog.objects.count() == audited and not BulkOperation.objects.exists()
     assert DeadLetter.objects.filter(job_id=dead, resubmitted_at=None).count() == 1
     assert client.get(dead, history=False).state is JobState.DEAD
     assert client.get(queued, history=False).state is JobState.QUEUED
     assert client.queries.is_paused("examples.flaky") and not client.queries.is_paused(QUEUE)
 
-    # The same posts by the operator do act (the refusals above are the permission's, not a broken form).
-    response = operator.post(f"/jobs/{queued}/cancel", {})
+    # The same posts by the admin do act (the refusals above are the permission's, not a broken form).
+    response = admin.post(f"/jobs/{queued}/cancel", {})
     assert response.ok and client.get(queued, history=False).state is JobState.CANCELLED
     viewer.assert_no_browser_errors()
-    operator.assert_no_browser_errors()
+    admin.assert_no_browser_errors()

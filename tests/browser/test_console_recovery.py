@@ -4,12 +4,17 @@ evidence, an operator requeues it, another worker completes it, and its page sho
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from jobconsole.core import JobState
 from tests.browser.console_helpers import buttons, redis_snapshot, wait_for_state
 from tests.browser.support import LiveConsole, Visitor, Workers
 from tests.live import wait_until
+
+# Pages, workers and a browser on a 2-core machine shared with other work: each test takes 10-60 s when it
+# is quiet, three or four times that under load.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_a_job_whose_worker_is_killed_shows_stalled_then_recovered(
@@ -18,7 +23,8 @@ def test_a_job_whose_worker_is_killed_shows_stalled_then_recovered(
     client = console_server.client
     ledger = tmp_path / "ledger"
     # tests.record heartbeats every 0.2 s under a 2 s lease (so a crash shows within seconds).
-    job_id = client.enqueue("tests.record", {"ledger": str(ledger), "seconds": 4.0, "tag": "report"}).id
+    params = {"ledger": str(ledger), "seconds": 120.0, "retry_seconds": 1.0}  # killed long before it ends
+    job_id = client.enqueue("tests.record", params).id
     first = workers.start("w1")
     wait_until(lambda: ledger.exists() and "start" in ledger.read_text(), 30, "the job to start", first.output)
     wait_for_state(client, job_id, JobState.RUNNING, 10, first.output)

@@ -63,11 +63,14 @@
         paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
         font: { color: text, family: "system-ui, sans-serif", size: 12 },
         margin: { l: 48, r: 12, t: 8, b: 36 }, hovermode: "x unified",
-        legend: { orientation: "h", y: -0.18, font: { color: muted } },
+        // The legend sits at the bottom of the chart's box (plotly makes room for it) and the axes make room for
+        // their labels: a legend placed under the plot overlapped the date line of the time axis, and long tick
+        // labels ran into the axis title (seen in the browser tests' screenshots).
+        legend: { orientation: "h", yref: "container", y: 0, yanchor: "bottom", font: { color: muted } },
       }, figure.layout || {});
       ["xaxis", "yaxis", "yaxis2"].forEach(function (axis) {
         if (axis === "yaxis2" && !layout.yaxis2) return;
-        layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line }, layout[axis] || {});
+        layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line, automargin: true }, layout[axis] || {});
       });
       window.Plotly.react(div, figure.data || [], layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
     });
