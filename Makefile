@@ -10,6 +10,12 @@ TOOL_ENV := SECRET_KEY=tools-only-not-a-secret
 bootstrap:
 	@scripts/bootstrap.sh
 
+# `make run`: Redis, the console (gunicorn, PORT=8000) and a worker, kept up like a process supervisor keeps them:
+# a worker or web process that exits is restarted with a backoff (1 s doubling to 30 s); Redis exiting stops it all;
+# Ctrl-C stops everything, workers first, Redis last.
+#   make run WORKERS=2             two runworker processes (worker-1, worker-2; 0 for none)
+#   make run DEMO=1                also run `manage.py demo`: a steady mix of example jobs so every page has data
+#   make run DEMO=1 DEMO_RATE=10   ...at 10 jobs a second on average (default 3)
 run: bootstrap
 	@$(PY) scripts/run_stack.py
 

@@ -1,4 +1,7 @@
-"""Reading filters from a query string: every value checked, every problem a message, never an exception."""
+"""Reading filters from a query string: every value checked, every problem a message, never an exception.
+
+A page given a filter it cannot read answers 400 with the messages and lists nothing: showing everything instead
+would mislead, and a bulk action on "everything this filter matches" must never widen to everything."""
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
@@ -16,11 +19,12 @@ class Filters:
 
     values: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how a filter was applied, when the operator should know
 
     def text(self, query: QueryDict, name: str, label: str) -> str:
         value = query.get(name, "").strip()
         if len(value) > MAX_TEXT:
-            self.errors.append(f"{label} is longer than {MAX_TEXT} characters; ignored.")
+            self.errors.append(f"{label} is longer than {MAX_TEXT} characters.")
             return ""
         if value:
             self.values[name] = value
@@ -29,7 +33,7 @@ class Filters:
     def choice(self, query: QueryDict, name: str, label: str, choices: list[str]) -> str:
         value = query.get(name, "").strip()
         if value and value not in choices:
-            self.errors.append(f"Unknown {label} {value!r}; ignored.")
+            self.errors.append(f"Unknown {label} {value!r}.")
             return ""
         if value:
             self.values[name] = value
@@ -47,7 +51,7 @@ class Filters:
             else:
                 parsed = datetime.fromisoformat(raw)
         except ValueError:
-            self.errors.append(f"{label} {raw!r} is not a date like 2026-11-25 or 2026-11-25T14:05; ignored.")
+            self.errors.append(f"{label} {raw!r} is not a date like 2026-11-25 or 2026-11-25T14:05.")
             return None
         if timezone.is_naive(parsed):
             parsed = timezone.make_aware(parsed)

@@ -18,11 +18,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from jobconsole import audit
-from jobconsole.conf import db_retention, retention
+from jobconsole.bulk.operations import ConfirmError, start_from_rows
+from jobconsole.conf import bulk_config, db_retention, retention
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobQueueError, JobState, JobStateConflict
 from jobconsole.core.editing import edit_job
 from jobconsole.engine import get_client
@@ -104,6 +107,39 @@ class _Outcomes:
         if self.refused:
             detail["refused"] = self.refused
         audit.record(request.user, action, job_ids=ids, count=len(self.done), refused=len(self.refused), detail=detail)
+
+
+def _in_background(
+    modeladmin: "admin.ModelAdmin[Any]", request: HttpRequest, queryset: QuerySet[Any], kind: str, **options: Any
+) -> bool:
+    """Hand the action to a bulk operation (jobconsole/bulk/) when it covers more rows than BULK.ADMIN_THRESHOLD:
+    the rows are frozen now and a worker does the work. True when it was handed over (or refused)."""
+    count = queryset.count()
+    if count <= bulk_config()["ADMIN_THRESHOLD"]:
+        return False
+    everything = request.POST.get("select_across") == "1"
+    filters = request.GET.urlencode()
+    description = {
+        "admin": True, "target": queryset.model._meta.model_name, "rows": count, "admin_filter": filters,
+        "description": f"{'all ' if everything else ''}{count:,} rows selected in the admin"
+        + (f" (filter {filters})" if everything and filters else ""),
+    }  # fmt: skip
+    try:
+        operation = start_from_rows(kind, queryset, user=request.user, description=description, options=options)
+    except ConfirmError as exc:
+        modeladmin.message_user(request, str(exc), messages.WARNING)
+        return True
+    try:
+        url = reverse("dashboards:bulk_detail", args=[operation.pk])
+    except NoReverseMatch:  # a project without the console
+        url = ""
+    text = f"{operation.total:,} job(s) handed to bulk operation #{operation.pk}, which runs on a worker in chunks"
+    if url:
+        modeladmin.message_user(request, format_html('{}: <a href="{}">follow its progress</a>.', text, url),
+                                messages.SUCCESS)  # fmt: skip
+    else:
+        modeladmin.message_user(request, f"{text}.", messages.SUCCESS)
+    return True
 
 
 def _in_batches(queryset: QuerySet[Any], *fields: str) -> Iterable[tuple[Any, ...]]:
@@ -270,6 +306,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Retry now (waiting jobs run now; finished ones are resubmitted)",
                   permissions=["operate"])  # fmt: skip
     def retry_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        if _in_background(self, request, queryset, "retry_jobs"):
+            return
         client, outcomes, ids = get_client(), _Outcomes(), []
         for job_id, queue in _in_batches(queryset, "id", "queue"):
             ids.append(job_id)
@@ -279,6 +317,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Cancel (running jobs are asked to stop)", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        if _in_background(self, request, queryset, "cancel_jobs"):
+            return
         client, outcomes, ids = get_client(), _Outcomes(), []
         for job_id, queue in _in_batches(queryset, "id", "queue"):
             ids.append(job_id)
@@ -288,6 +328,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Delete (from Redis and the database; never a running job)", permissions=["purge"])
     def delete_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        if _in_background(self, request, queryset, "delete_jobs"):
+            return
         outcomes, ids = _Outcomes(), []
         for job_id, queue in _in_batches(queryset, "id", "queue"):
             ids.append(job_id)
@@ -380,6 +422,9 @@ class DeadLetterAdmin(ReadOnlyAdmin):  # read-only rows; operators act through t
         return super().changelist_view(request, {**retention_context(), **(extra_context or {})})
 
     def _resubmit(self, request: HttpRequest, queryset: QuerySet[DeadLetter], reset: bool) -> None:
+        open_letters = queryset.filter(resubmitted_at__isnull=True)
+        if _in_background(self, request, open_letters, "resubmit_deadletters", reset_attempts=reset, spread_seconds=0):
+            return
         client, outcomes, ids = get_client(), _Outcomes(), []
         for pk, job_id, queue in _in_batches(queryset.filter(resubmitted_at__isnull=True), "pk", "job_id", "queue"):
             ids.append(job_id)
@@ -449,6 +494,8 @@ class DeadLetterAdmin(ReadOnlyAdmin):  # read-only rows; operators act through t
 
     @admin.action(description="Purge (delete the job and its history everywhere)", permissions=["purge"])
     def purge(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+        if _in_background(self, request, queryset, "purge_deadletters"):
+            return
         outcomes, ids = _Outcomes(), []
         for job_id, queue in _in_batches(queryset, "job_id", "queue"):
             if job_id in ids:

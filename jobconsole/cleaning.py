@@ -9,7 +9,7 @@ from jobconsole.conf import db_retention
 from jobconsole.core import Client
 from jobconsole.core.editing import delete_many
 from jobconsole.core.states import TERMINAL_STATES, JobState
-from jobconsole.models import AuditLog, Job
+from jobconsole.models import AuditLog, BulkOperation, Job
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,8 @@ CHUNK = 500
 
 
 def enforce_db_retention(now: datetime | None = None) -> dict[str, int]:
-    """Delete finished rows older than their retention (JOBCONSOLE["DB_RETENTION"]), and old audit records.
+    """Delete finished rows older than their retention (JOBCONSOLE["DB_RETENTION"]), old audit records and finished
+    bulk operations as old.
 
     Only rows Redis no longer holds (in_redis=false) are removed, so the database always keeps at least
     the history Redis has; dead-letter records and attempts go with their job."""
@@ -33,6 +34,12 @@ def enforce_db_retention(now: datetime | None = None) -> dict[str, int]:
             total += len(ids)
         removed[state.value] = total
     removed["audit"], _ = AuditLog.objects.filter(at__lt=now - retention["audit"]).delete()
+    # Finished bulk operations (with their frozen chunks) are kept as long as the audit records that name them.
+    finished = BulkOperation.objects.filter(finished_at__lt=now - retention["audit"])
+    removed["bulk"] = 0
+    while ops := list(finished.values_list("pk", flat=True)[:CHUNK]):
+        BulkOperation.objects.filter(pk__in=ops).delete()
+        removed["bulk"] += len(ops)
     if any(removed.values()):
         log.info("db retention removed %s", " ".join(f"{k}={v}" for k, v in removed.items()))
     return removed

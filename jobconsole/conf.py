@@ -5,8 +5,8 @@ A project sets them in its settings module as a dict, e.g.
     JOBCONSOLE = {"REDIS_URL": "redis://redis:6379/0", "MIRROR": {"BATCH": 500}}
 
 Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
-it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION and OUTBOX merge
-key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
+it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX, METRICS,
+HEALTH and BULK merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
 
 The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
 Django's setting_changed signal, as tests make, clears the cache). Unknown keys, wrong types and
@@ -32,7 +32,7 @@ from jobconsole.core.maintenance import Retention
 DAY = 86_400
 
 # The value kinds a setting can have; an environment variable is parsed into its setting's kind.
-Kind = type[str] | type[bool] | type[int] | type[float] | type[list[str]]
+Kind = type[str] | type[bool] | type[int] | type[float] | type[list[str]] | type[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Setting:
     doc: str
     env: str | None = None
     kind: Kind | None = None  # None: the type of the default
+    check: Callable[[Any], str | None] | None = None  # what is wrong inside a value of the right kind, or None
 
     @property
     def type(self) -> Kind:
@@ -56,6 +57,37 @@ def _retention_settings() -> list[Setting]:
         Setting(f"RETENTION.{state}", float(seconds), f"seconds Redis keeps a {state} job")
         for state, seconds in dataclasses.asdict(Retention()).items()
     ]
+
+
+# The health thresholds a queue or a task may override (HEALTH.QUEUES, HEALTH.TASKS), with their kinds. How long a
+# job waits is known per queue only (the oldest ready job), so the delays have no per-task override.
+QUEUE_THRESHOLDS: dict[str, Kind] = {
+    "WARN_DELAY": float,
+    "ALARM_DELAY": float,
+    "WARN_RETRIES": int,
+    "ALARM_RETRIES": int,
+    "WARN_FAILURE_RATE": float,
+    "ALARM_FAILURE_RATE": float,
+    "MIN_ATTEMPTS": int,
+}
+TASK_THRESHOLDS: dict[str, Kind] = {k: v for k, v in QUEUE_THRESHOLDS.items() if not k.endswith("_DELAY")}
+
+
+def _overrides_check(allowed: dict[str, Kind], of: str) -> Callable[[Any], str | None]:
+    """A check of {name: {threshold: value}} overrides (HEALTH.QUEUES, HEALTH.TASKS)."""
+
+    def check(value: Any) -> str | None:
+        for name, overrides in value.items():
+            if not isinstance(overrides, Mapping):
+                return f"the overrides of {of} {name!r} must be a dict, not {type(overrides).__name__}"
+            for key, threshold in overrides.items():
+                if key not in allowed:
+                    return f"{key!r} (for {of} {name!r}) is not a threshold a {of} can set; known: {', '.join(allowed)}"
+                if not _is_kind(threshold, allowed[key]):
+                    return f"{key} (for {of} {name!r}) must be {_kind_name(allowed[key])}, not {threshold!r}"
+        return None
+
+    return check
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -113,6 +145,51 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds after an outbox entry was written before the relay publishes it, if its commit hook has not",
     ),
     Setting("OUTBOX.KEEP_PUBLISHED", 7.0 * DAY, "seconds a published outbox entry is kept"),
+    Setting(
+        "METRICS.ROLLUP_EVERY", 30.0, "seconds between the leader's copies of closed minutes' counters to the database"
+    ),
+    Setting("METRICS.SAMPLE_EVERY", 30.0, "seconds between the leader's samples of every queue's depth"),
+    Setting("METRICS.KEEP_MINUTES", 2.0 * DAY, "seconds the database keeps 1-minute buckets and single depth samples"),
+    Setting("METRICS.KEEP_TEN_MINUTES", 14.0 * DAY, "seconds the database keeps 10-minute buckets"),
+    Setting("METRICS.KEEP_HOURS", 90.0 * DAY, "seconds the database keeps hourly buckets"),
+    Setting("METRICS.MAX_POINTS", 300, "most buckets a series has: a range takes the finest resolution that fits"),
+    Setting("HEALTH.WINDOW", 900.0, "seconds of the recent past the retry and failure rules count"),
+    Setting("HEALTH.WARN_DELAY", 180.0, "yellow when a queue's oldest ready job has waited this many seconds"),
+    Setting("HEALTH.ALARM_DELAY", 600.0, "red when a queue's oldest ready job has waited this many seconds"),
+    Setting("HEALTH.WARN_RETRIES", 3, "yellow when a job was retried this many times within the window"),
+    Setting("HEALTH.ALARM_RETRIES", 8, "red when a job was retried this many times within the window"),
+    Setting("HEALTH.WARN_FAILURE_RATE", 0.1, "yellow when this share of the window's attempts failed"),
+    Setting("HEALTH.ALARM_FAILURE_RATE", 0.5, "red when this share of the window's attempts failed"),
+    Setting("HEALTH.MIN_ATTEMPTS", 10, "attempts a window needs before its failure rate is judged"),
+    Setting("HEALTH.OVERDUE_GRACE", 10.0, "seconds past its lease deadline a running job counts as overdue (red)"),
+    Setting(
+        "HEALTH.QUEUES",
+        {},
+        "thresholds of single queues: {queue: {threshold: value}}",
+        kind=dict,
+        check=_overrides_check(QUEUE_THRESHOLDS, "queue"),
+    ),
+    Setting(
+        "HEALTH.TASKS",
+        {},
+        "thresholds of single tasks (all but the delays): {task: {threshold: value}}",
+        kind=dict,
+        check=_overrides_check(TASK_THRESHOLDS, "task"),
+    ),
+    Setting(
+        "BULK.ADMIN_THRESHOLD",
+        200,
+        "an admin bulk action over more rows than this runs as a tracked bulk operation instead of in the request",
+        env="JOBCONSOLE_BULK_ADMIN_THRESHOLD",
+    ),
+    Setting("BULK.CHUNK", 500, "jobs per chunk of a bulk operation (one pipelined round trip and one commit each)"),
+    Setting("BULK.PREVIEW_MAX_AGE", 3600.0, "seconds a bulk operation's preview can still be confirmed"),
+    Setting(
+        "BULK.CONCURRENCY",
+        2,
+        "bulk operations one runworker's system worker runs at once",
+        env="JOBCONSOLE_BULK_CONCURRENCY",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -134,6 +211,36 @@ class OutboxConfig(TypedDict):
     KEEP_PUBLISHED: float
 
 
+class MetricsConfig(TypedDict):
+    ROLLUP_EVERY: float
+    SAMPLE_EVERY: float
+    KEEP_MINUTES: float
+    KEEP_TEN_MINUTES: float
+    KEEP_HOURS: float
+    MAX_POINTS: int
+
+
+class HealthConfig(TypedDict):
+    WINDOW: float
+    WARN_DELAY: float
+    ALARM_DELAY: float
+    WARN_RETRIES: int
+    ALARM_RETRIES: int
+    WARN_FAILURE_RATE: float
+    ALARM_FAILURE_RATE: float
+    MIN_ATTEMPTS: int
+    OVERDUE_GRACE: float
+    QUEUES: dict[str, dict[str, float]]
+    TASKS: dict[str, dict[str, float]]
+
+
+class BulkConfig(TypedDict):
+    ADMIN_THRESHOLD: int
+    CHUNK: int
+    PREVIEW_MAX_AGE: float
+    CONCURRENCY: int
+
+
 class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
@@ -148,6 +255,9 @@ class Config(TypedDict):
     RETENTION: dict[str, float]
     DB_RETENTION: dict[str, float]
     OUTBOX: OutboxConfig
+    METRICS: MetricsConfig
+    HEALTH: HealthConfig
+    BULK: BulkConfig
 
 
 def _is_kind(value: object, kind: Kind) -> bool:
@@ -159,11 +269,14 @@ def _is_kind(value: object, kind: Kind) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if kind is list:
         return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    if kind is dict:
+        return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
     return isinstance(value, kind)
 
 
 def _kind_name(kind: Kind) -> str:
-    return {bool: "a bool", int: "an int", float: "a number", list: "a list of strings", str: "a string"}[kind]
+    names = {bool: "a bool", int: "an int", float: "a number", list: "a list of strings", str: "a string"}
+    return names.get(kind, "a dict with string keys")
 
 
 def _parse_bool(text: str) -> bool:
@@ -189,6 +302,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
         return float(value)
     if setting.type is list:
         return list(value)
+    if setting.type is dict:  # a copy, two levels deep: the config is shared, never to be changed
+        return {k: dict(v) if isinstance(v, Mapping) else v for k, v in value.items()}
     return value
 
 
@@ -222,6 +337,8 @@ def problems(explicit: object | None = None, environ: Mapping[str, str] | None =
                 "E003", f"JOBCONSOLE{path} must be {_kind_name(setting.type)}, not {type(value).__name__} "
                 f"({value!r}).", f"Default: {setting.default!r}.",
             ))  # fmt: skip
+        elif setting.check and (wrong := setting.check(value)):
+            found.append(("E003", f"JOBCONSOLE{path}: {wrong}.", ""))
     for setting in SETTINGS:
         if setting.env and setting.env in environ and setting.name not in flat:
             try:
@@ -263,6 +380,18 @@ def mirror_config() -> MirrorConfig:
 
 def outbox_config() -> OutboxConfig:
     return get_config()["OUTBOX"]
+
+
+def metrics_config() -> MetricsConfig:
+    return get_config()["METRICS"]
+
+
+def health_config() -> HealthConfig:
+    return get_config()["HEALTH"]
+
+
+def bulk_config() -> BulkConfig:
+    return get_config()["BULK"]
 
 
 def retention() -> Retention:

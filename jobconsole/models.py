@@ -1,4 +1,5 @@
-"""The database mirror of the engine's state, plus the audit log and the transactional-enqueue outbox.
+"""The database mirror of the engine's state, the audit log, the transactional-enqueue outbox, and the metrics
+history (counters by time bucket and queue-depth samples) behind the console's charts.
 
 Redis is where jobs move; these tables are where operators look, search and keep history. The mirror
 (`jobconsole.mirror`) is their only writer for Job, Attempt, DeadLetter and Queue rows: admin actions go
@@ -123,10 +124,22 @@ class DeadLetter(models.Model):
     class Meta:
         ordering = ["-died_at"]
         constraints = [models.UniqueConstraint(fields=["job", "died_at"], name="jc_deadletter_job_died")]
+        # The console lists dead letters newest first (died_at, then id) under filters, and groups them by cause.
+        # Open ones (resubmitted_at null, the console's default) have indexes of their own, so that however many
+        # were resubmitted the open ones are one range: for the list, with or without a queue or task, and for
+        # the groups, which are counted from an index alone (never the table), also within a queue or a task.
+        # (SQLite picks the index that gives both the filter and the order (died_at, id), with no statistics.)
         indexes = [
             models.Index(fields=["fingerprint", "died_at"], name="jc_dl_fingerprint"),
             models.Index(fields=["queue", "died_at"], name="jc_dl_queue"),
-            models.Index(fields=["task", "version", "died_at"], name="jc_dl_task"),
+            models.Index(fields=["task", "died_at", "version"], name="jc_dl_task_died"),
+            models.Index(fields=["died_at", "id"], name="jc_dl_died"),
+            models.Index(fields=["resubmitted_at", "died_at", "id"], name="jc_dl_open_died"),
+            models.Index(fields=["queue", "resubmitted_at", "died_at", "id"], name="jc_dl_open_queue"),
+            models.Index(fields=["task", "resubmitted_at", "died_at", "id"], name="jc_dl_open_task"),
+            models.Index(fields=["resubmitted_at", "fingerprint", "died_at"], name="jc_dl_open_cause"),
+            models.Index(fields=["resubmitted_at", "queue", "fingerprint", "died_at"], name="jc_dl_open_queue_cause"),
+            models.Index(fields=["resubmitted_at", "task", "fingerprint", "died_at"], name="jc_dl_open_task_cause"),
         ]
         permissions = [
             ("operate_deadletter", "Can resubmit dead letters"),
@@ -175,6 +188,98 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} ({self.count})"
+
+
+class BulkOperation(models.Model):
+    """One operator action over many jobs, run server-side in chunks by the system task `jobconsole.bulk`
+    (jobconsole/bulk/): who asked, the selection as given, the options, and how far it got.
+
+    The set of jobs is frozen when the operator confirms (its BulkChunk rows), so jobs that arrive later
+    are never touched. `done`, `refused` and `failed` count jobs of finished chunks only, each chunk once."""
+
+    class Kind(models.TextChoices):
+        RESUBMIT_DEADLETTERS = "resubmit_deadletters", "Resubmit dead letters"
+        PURGE_DEADLETTERS = "purge_deadletters", "Purge dead letters"
+        RETRY_JOBS = "retry_jobs", "Retry jobs"
+        CANCEL_JOBS = "cancel_jobs", "Cancel jobs"
+        DELETE_JOBS = "delete_jobs", "Delete jobs"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=150, help_text="username, or the command for shell actions")
+    selection = models.JSONField(default=dict, blank=True, help_text="the filter or the ids, as given")
+    options = models.JSONField(default=dict, blank=True, help_text="reset_attempts, spread_seconds")
+    reason = models.TextField(blank=True, default="")
+    confirmation = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, help_text="digest of the preview confirmed (no twice)"
+    )
+    stamp = models.CharField(
+        max_length=26, unique=True, help_text="recorded in each job it changed; a repeated chunk changes nothing twice"
+    )
+    job_id = models.CharField(max_length=26, blank=True, default="", help_text="the system job running it")
+    audit = models.ForeignKey("AuditLog", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    previewed = models.IntegerField(null=True, blank=True, help_text="jobs the confirmed preview showed")
+    total = models.IntegerField(default=0, help_text="jobs frozen at confirmation")
+    done = models.IntegerField(default=0)
+    refused = models.IntegerField(default=0, help_text="jobs that had moved on (compare-and-set refused)")
+    failed = models.IntegerField(default=0, help_text="jobs Redis answered with an error")
+    chunks = models.IntegerField(default=0)
+    chunks_done = models.IntegerField(default=0)
+    redone = models.IntegerField(default=0, help_text="chunks run again after an interruption")
+    spread_start_ms = models.BigIntegerField(null=True, blank=True, help_text="Redis time the spread window opens")
+    cancel_requested = models.BooleanField(default=False)
+    cancelled_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progressed_at = models.DateTimeField(null=True, blank=True, help_text="when the last chunk finished")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True, help_text="refusals by reason with a sample; errors")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.CANCELLED, self.Status.FAILED)
+
+
+class BulkChunk(models.Model):
+    """A slice of a bulk operation's frozen set (about 500 jobs), processed as one unit and marked once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        STARTED = "started", "started (its Redis step may have run)"
+        DONE = "done"
+
+    operation = models.ForeignKey(BulkOperation, on_delete=models.CASCADE, related_name="chunk_rows")
+    index = models.IntegerField()
+    first = models.IntegerField(help_text="position of its first job in the frozen set")
+    items = models.JSONField(help_text="[job id, queue, dead letter pk or null, attempts or null] per job")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    runs = models.IntegerField(default=0, help_text="times its Redis step began")
+    done = models.IntegerField(default=0)
+    refused = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    refusals = models.JSONField(default=dict, blank=True, help_text="reasons counted, and a sample of jobs")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["operation", "index"]
+        constraints = [models.UniqueConstraint(fields=["operation", "index"], name="jc_bulkchunk_op_index")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of operation {self.operation_id} ({self.status})"
 
 
 class MirrorCursor(models.Model):
@@ -245,6 +350,63 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} {self.id}"
+
+
+class MetricBucket(models.Model):
+    """One counter of one queue and task summed over a time bucket: the per-minute counters Redis keeps for a day
+    (core/metrics.py names them), copied here by the mirror leader (`jobconsole.metrics.rollup`) at 1-minute
+    resolution and summed into 10-minute and hourly buckets, each kept for its own time (METRICS settings).
+    `retry_max` is the bucket's highest retry number, combined with max() instead of a sum."""
+
+    queue = models.CharField(max_length=100)
+    task = models.CharField(max_length=200)
+    metric = models.CharField(max_length=40)
+    resolution = models.PositiveIntegerField(help_text="seconds the bucket spans: 60, 600 or 3600")
+    start = models.DateTimeField(help_text="start of the bucket, a multiple of its resolution")
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resolution", "start", "queue", "task", "metric"], name="jc_metricbucket_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.task} {self.metric}@{self.start:%Y-%m-%d %H:%M}+{self.resolution}s={self.value}"
+
+
+class QueueSample(models.Model):
+    """A queue's depth: a sample taken by the mirror leader every METRICS.SAMPLE_EVERY seconds (resolution 0),
+    or the largest of each figure over a 10-minute or hourly interval (resolution 600 or 3600)."""
+
+    queue = models.CharField(max_length=100)
+    resolution = models.PositiveIntegerField(default=0, help_text="0: one sample; else the interval's seconds")
+    at = models.DateTimeField(help_text="when the sample was taken (Redis's clock), or the interval's start")
+    queued = models.BigIntegerField(default=0)
+    scheduled = models.BigIntegerField(default=0, help_text="delayed jobs and retries waiting for their backoff")
+    running = models.BigIntegerField(default=0)
+    dead = models.BigIntegerField(default=0)
+    oldest_wait = models.FloatField(null=True, blank=True, help_text="seconds the longest-waiting job had waited")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["resolution", "at", "queue"], name="jc_queuesample_key")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}@{self.at:%Y-%m-%d %H:%M:%S}: {self.queued} queued"
+
+
+class MetricsCursor(models.Model):
+    """How far each queue's per-minute counters have been copied: every minute up to `flushed_through` is in the
+    MetricBucket rows (readers take later minutes from Redis), and the tasks seen lately (for those reads)."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    flushed_through = models.BigIntegerField(help_text="the last minute copied (Unix minutes)")
+    tasks = models.JSONField(default=dict, blank=True, help_text="task -> the last minute it was counted in")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.queue} through minute {self.flushed_through}"
 
 
 def _loads(text: str) -> Any:

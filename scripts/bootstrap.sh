@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Make this checkout ready to run: a .venv with Python 3.12+ and the pinned requirements, and a redis-server
-# 7.0 or newer (apt-get on Debian/Ubuntu as root; elsewhere a message saying what to install).
+# Make this checkout ready to run: a .venv with Python 3.12+ and the pinned requirements, a redis-server
+# 7.0 or newer, and Debian's chromium for the browser tests (apt-get on Debian/Ubuntu as root; elsewhere a
+# message saying what to install). Playwright drives that chromium: its own browser downloads are never used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -114,6 +115,17 @@ if command -v redis-server >/dev/null 2>&1; then
     say "project's own apt repository, or build it from source), or set REDIS_URL to a Redis 7 elsewhere."
     [ -n "${REDIS_URL:-}" ] || exit 1
     say "Going on with REDIS_URL for \`make run\`; \`make test\` starts redis-server itself and needs 7.0 too."
+  fi
+fi
+
+# The browser tests (tests/browser/) drive /usr/bin/chromium through Playwright; without it they are skipped.
+if [ ! -x /usr/bin/chromium ]; then
+  if as_root_on_debian; then
+    say "installing chromium with apt-get (for the browser tests)"
+    apt_install chromium || say "apt-get could not install chromium; the browser tests will be skipped"
+  else
+    say "/usr/bin/chromium is missing, so the browser tests will be skipped. On Debian/Ubuntu:"
+    say "  sudo apt-get install chromium   (as root, make does it itself)"
   fi
 fi
 mkdir -p var

@@ -6,6 +6,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
+from dashboards.distinct import distinct_values
 from dashboards.filters import Filters
 from dashboards.permissions import view_required
 from dashboards.rendering import page
@@ -30,7 +31,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
 def audit_log(request: HttpRequest) -> HttpResponse:
     query = request.GET
     filters = Filters()
-    actions = sorted(AuditLog.objects.order_by().values_list("action", flat=True).distinct())
+    actions = distinct_values(AuditLog, "action")
     rows = AuditLog.objects.all()
     if action := filters.choice(query, "action", "action", actions):
         rows = rows.filter(action=action)
@@ -42,16 +43,20 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(at__gte=since)
     if until := filters.moment(query, "until", "Until", end_of_day=True):
         rows = rows.filter(at__lte=until)
+    bad_cursor = False
+    if filters.errors:
+        context = {"records": [], "actions": actions, "filters": filters, "filtered": True}
+        return page(request, "dashboards/audit.html", "audit", context, status=400)
     if raw := query.get("cursor"):
         after = decode_cursor(raw)
         if after is None:
-            filters.errors.append("That page link is no longer valid; showing the newest records.")
+            bad_cursor = True
         else:
             rows = rows.filter(Q(at__lt=after[0]) | Q(at=after[0], pk__lt=after[1]))
     found = list(rows.order_by("-at", "-pk")[: PAGE + 1])
     next_cursor = encode_cursor(found[PAGE - 1].at, found[PAGE - 1].pk) if len(found) > PAGE else None
     context = {
         "records": found[:PAGE], "next_cursor": next_cursor, "actions": actions, "filters": filters,
-        "filtered": bool(filters.values),
+        "filtered": bool(filters.values), "bad_cursor": bad_cursor,
     }  # fmt: skip
     return page(request, "dashboards/audit.html", "audit", context)

@@ -1,16 +1,42 @@
-"""The overview: is everything flowing? Totals, every queue's figures, and (with the metrics) health and charts."""
+"""The overview: is everything flowing? Health with its reasons, every queue's figures, and charts of depth,
+throughput and latency over the last hour, day or week, with operator actions marked on them."""
+
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
+from dashboards import charts
 from dashboards.permissions import view_required
 from dashboards.queue_status import live_workers, queue_statuses
 from dashboards.rendering import page
+from jobconsole import health
+from jobconsole.metrics import series
+from jobconsole.metrics.windows import parse_span
+
+RANGES = {"hour": "Last hour", "day": "Last day", "week": "Last week"}
+QUEUE_LINES = 8  # queues drawn one by one on the depth chart; the rest are summed as "other queues"
+
+
+def chosen_range(request: HttpRequest) -> tuple[str, str | None]:
+    """The range asked for, and a message when the asked one is unknown (the hour is shown then)."""
+    asked = request.GET.get("range", "hour")
+    if asked in RANGES:
+        return asked, None
+    return "hour", f"Unknown range {asked[:40]!r}: showing the last hour (choose hour, day or week)."
 
 
 @view_required
 def overview(request: HttpRequest) -> HttpResponse:
+    span, problem = chosen_range(request)
     workers = live_workers()
     queues = queue_statuses(workers=workers)
+    state = health.check()
+    by_queue = {q.queue: q for q in state.queues}
+    flow = {r.queue: r for r in series.rates()}
+    for q in queues:
+        q.extra["health"] = by_queue.get(q.name)
+        q.extra["rate"] = flow.get(q.name)
     totals = {
         "waiting": sum(q.counts.queued for q in queues),
         "scheduled": sum(q.counts.scheduled for q in queues),
@@ -19,6 +45,55 @@ def overview(request: HttpRequest) -> HttpResponse:
         "workers": len(workers),
         "threads": sum(w.concurrency for w in workers),
         "busy": sum(len(w.current) for w in workers),
+        "throughput": sum(r.throughput for r in flow.values()),
     }
-    context = {"queues": queues, "totals": totals}
-    return page(request, "dashboards/overview.html", "overview", context, partial="live")
+    context: dict[str, Any] = {
+        "queues": queues, "totals": totals, "health": state, "range": span, "ranges": RANGES, "problem": problem,
+    }  # fmt: skip
+    if getattr(request, "htmx", False) and request.GET.get("part") == "live":
+        return page(request, "dashboards/overview.html", "overview", context, partial="live")
+    context["figures"] = figures(span)
+    return page(request, "dashboards/overview.html", "overview", context, partial="charts")
+
+
+def figures(span: str) -> dict[str, dict[str, Any] | None]:
+    """The four charts of the range: depth, jobs per minute, time in queue, run time."""
+    since = timezone.now() - parse_span(span)
+    markers = charts.operator_markers(since)
+    counts_and_latency = series.Series(span)
+    counts = counts_and_latency.counts()
+    latency = counts_and_latency.latency()
+    depth = series.depth(span)
+    # Queues that had jobs waiting in the range, biggest first; when none had, one line for them all at zero.
+    busy = sorted((d for d in depth if max(d.queued, default=0) > 0), key=lambda d: -max(d.queued))
+    lines: dict[str, list[charts.Point]] = {d.queue: d.points("queued") for d in busy[:QUEUE_LINES]}
+    if len(busy) > QUEUE_LINES:
+        lines["other queues"] = _summed([d.points("queued") for d in busy[QUEUE_LINES:]])
+    if not lines and depth:
+        lines["every queue"] = _summed([d.points("queued") for d in depth])
+    throughput = {
+        "completed": counts.points("completed", per_minute=True),
+        "failed": counts.points("failed", per_minute=True),
+        "dead": counts.points("dead", per_minute=True),
+    }
+    colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
+              "p99": "#c4302b"}  # fmt: skip
+    return {
+        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers),
+        "throughput": charts.time_series(throughput, y_title="jobs per minute", markers=markers, colors=colors),
+        "wait": charts.time_series(
+            {q: latency.points("wait", q) for q in ("p50", "p95", "p99")}, y_title="seconds in queue", colors=colors
+        ),
+        "run": charts.time_series(
+            {q: latency.points("run", q) for q in ("p50", "p95", "p99")}, y_title="seconds running", colors=colors
+        ),
+    }
+
+
+def _summed(groups: list[list[charts.Point]]) -> list[charts.Point]:
+    """Points of several queues added up by time (the samples of one pass share their time)."""
+    totals: dict[Any, float] = {}
+    for points in groups:
+        for at, value in points:
+            totals[at] = totals.get(at, 0) + (value or 0)
+    return sorted(totals.items())

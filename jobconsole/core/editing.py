@@ -36,7 +36,8 @@ def edit_job(
     reset_attempts: bool = False,
 ) -> EditResult:
     """Change a waiting job's priority, run-at or parameters; or, with resubmit=True, change a finished
-    (dead, failed, dropped, cancelled) job's parameters or priority and requeue it in the same step.
+    (dead, failed, dropped, cancelled) job's parameters or priority and requeue it in the same step (with
+    a future run_at it waits in the scheduled set until then).
 
     Raises JobStateConflict if the job is no longer in `expected_state` (or its attempt count changed),
     JobNotFound, DuplicateJob (resubmitting would clash with a live job's unique key), or InvalidJob."""
@@ -44,8 +45,6 @@ def edit_job(
     expected = JobState(expected_state)
     run_at_ms: int | None = None
     if run_at is not None:
-        if resubmit:
-            raise InvalidJob("a resubmitted job runs now; run_at cannot be changed with resubmit")
         if not isinstance(run_at, datetime) or run_at.tzinfo is None:
             raise InvalidJob("run_at must be a timezone-aware datetime")
         run_at_ms = int(run_at.timestamp() * 1000)
@@ -63,8 +62,6 @@ def edit_job(
         raise JobNotFound(f"no job {job_id}")
     if status == "duplicate":
         raise DuplicateJob(job_id, client.get(job_id, queue, history=False).unique_key)
-    if status == "invalid":
-        raise InvalidJob("a resubmitted job runs now; run_at cannot be changed with resubmit")
     operation = "resubmit" if resubmit else "edit"
     if state == expected.value:
         raise JobStateConflict(job_id, f"{state} (attempt count changed)", operation)

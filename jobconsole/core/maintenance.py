@@ -107,7 +107,7 @@ class Maintenance:
             for job_id in requeued:
                 log.warning("recovered job=%s queue=%s reason=lease_expired action=requeued", job_id, queue)
             for job_id in ended:
-                log.warning("recovered job=%s queue=%s reason=lease_expired action=dead_lettered", job_id, queue)
+                log.warning("recovered job=%s queue=%s reason=lease_expired action=ended", job_id, queue)
             total += len(requeued) + len(ended)
             if len(requeued) + len(ended) < limit:
                 self.recovered += total

@@ -8,12 +8,13 @@ entry, so every read of a queue's jobs drains its intake first (`Store.drain`).
 import base64
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from itertools import pairwise
+from typing import Any, Literal, cast
 
-from jobconsole.core import keys
+from jobconsole.core import keys, metrics
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
@@ -44,6 +45,33 @@ class JobPage:
 
 
 @dataclass(frozen=True, slots=True)
+class TimedJob:
+    """A job of a set scored by time, with its score: the run-at of a delayed or retrying job, the lease
+    deadline of a running one."""
+
+    job: Job
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TimedPage:
+    jobs: list[TimedJob]
+    next_cursor: str | None  # pass back for the next page; None on the last one
+
+
+# A set scored by time in every queue, and the job states it holds: "scheduled" (run-at: delayed jobs and
+# retries waiting for their backoff) or "running" (lease deadline).
+type TimedSet = Literal["scheduled", "running"]
+_TIMED_STATES: dict[str, frozenset[JobState]] = {
+    "scheduled": frozenset({JobState.SCHEDULED, JobState.RETRYING}),
+    "running": frozenset({JobState.RUNNING}),
+}
+
+# An entry of a timed set across queues, in the order pages list them: (score, queue, member).
+type _Entry = tuple[float, str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerInfo:
     id: str
     host: str
@@ -62,9 +90,31 @@ class WorkerInfo:
 @dataclass(frozen=True, slots=True)
 class MinuteStat:
     minute: datetime
-    metric: str  # enqueued, started, completed, failed, retried, dead, lost, wait_ms, runtime_ms
+    metric: str  # a name of core/metrics.py: enqueued, ..., runtime_ms, wait_h:<i>, done_h:<i>, fail_h:<i>, retry_max
     task: str
     value: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauges:
+    """A queue's gauges at one instant, read without scanning a job (gauges.lua)."""
+
+    queue: str
+    at: datetime  # Redis's time of the reading
+    paused: bool
+    queued: int  # ready to run (the intake's entries included)
+    scheduled: int  # delayed jobs and retries waiting for their backoff
+    running: int
+    dead: int
+    oldest_waiting_since: datetime | None  # when the longest-waiting ready job became ready; None: none waits
+    overdue: int  # running jobs whose lease deadline is more than the grace asked for behind
+
+    @property
+    def oldest_wait(self) -> float | None:
+        """Seconds the longest-waiting ready job has waited, or None."""
+        if self.oldest_waiting_since is None:
+            return None
+        return max((self.at - self.oldest_waiting_since).total_seconds(), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +161,19 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         score, _, member = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return float(score), member
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidJob(f"invalid cursor {cursor!r}") from None
+
+
+def _encode_timed_cursor(entry: _Entry) -> str:
+    score, queue, member = entry
+    return base64.urlsafe_b64encode(f"{score!r}|{queue}|{member}".encode()).decode()
+
+
+def _decode_timed_cursor(cursor: str) -> _Entry:
+    try:
+        score, queue, member = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
+        return float(score), queue, member
     except (ValueError, UnicodeDecodeError):
         raise InvalidJob(f"invalid cursor {cursor!r}") from None
 
@@ -283,6 +346,97 @@ class Queries:
             self.redis.zrange(key, start, end, desc=desc, byscore=True, offset=offset, num=count, withscores=True),
         )
 
+    # --- across queues: the sets scored by time -----------------------------------------------------
+
+    def timed_jobs(
+        self, kind: TimedSet, queues: Sequence[str] | None = None, *, cursor: str | None = None, limit: int = 50
+    ) -> TimedPage:
+        """A page of every queue's delayed and retrying jobs, soonest due first (kind "scheduled"), or of its
+        running jobs, earliest lease deadline first ("running"), each with that time. The queues' sets are
+        merged in (time, queue, id) order; the cursor stays valid while jobs come and go."""
+        if not 1 <= limit <= PAGE_MAX:
+            raise InvalidJob(f"limit must be from 1 to {PAGE_MAX}; got {limit}")
+        names = self.queues() if queues is None else list(queues)
+        if kind == "running":
+            for reply in self.store.run_many([self.store.drain_call(q) for q in names]):
+                if isinstance(reply, Exception):  # a handed job may still be an intake entry
+                    raise reply
+        states = _TIMED_STATES[kind]
+        after = _decode_timed_cursor(cursor) if cursor else None
+        found: list[TimedJob] = []
+        last: _Entry | None = None
+        while True:
+            need = limit + 1 - len(found)
+            available = self._entries_after(kind, names, after, need)
+            batch = available[:need]
+            if not batch:
+                return TimedPage(found, None)
+            for entry, job in zip(batch, self.jobs_by_id([(q, m) for _, q, m in batch]), strict=True):
+                if job is None or job.state not in states:
+                    continue  # gone meanwhile, or a hash that disagrees with its set
+                if len(found) == limit:
+                    assert last is not None
+                    return TimedPage(found, _encode_timed_cursor(last))
+                found.append(TimedJob(job, datetime.fromtimestamp(entry[0] / 1000, tz=UTC)))
+                last = entry
+            if len(available) < need:
+                return TimedPage(found, None)
+            after = batch[-1]
+
+    def _entries_after(self, kind: TimedSet, queues: Sequence[str], after: _Entry | None, count: int) -> list[_Entry]:
+        """The first `count` entries after `after` of the queues' timed sets, merged in order. One round trip
+        unless many entries share the cursor's time."""
+
+        def key(queue: str) -> str:
+            k = queue_keys(queue)
+            return k.scheduled if kind == "scheduled" else k.active
+
+        low = "-inf" if after is None else repr(after[0])
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zrange(key(queue), low, "+inf", byscore=True, offset=0, num=count, withscores=True)
+        out: list[_Entry] = []
+        for queue, rows in zip(queues, pipe.execute(), strict=True):
+            fresh = [(s, queue, m) for m, s in rows if after is None or (s, queue, m) > after]
+            offset = len(rows)
+            # Entries at the cursor's own time that come before it were skipped: read on past them.
+            while len(fresh) < count and len(rows) == count:
+                rows = cast(
+                    list[tuple[str, float]],
+                    self.redis.zrange(key(queue), low, "+inf", byscore=True, offset=offset, num=count, withscores=True),
+                )
+                fresh += [(s, queue, m) for m, s in rows if after is None or (s, queue, m) > after]
+                offset += len(rows)
+            out += fresh[:count]
+        out.sort()
+        return out[:count]
+
+    def lease_deadlines(self, jobs: Sequence[tuple[str, str]]) -> list[datetime | None]:
+        """When the leases of (queue, id) pairs run out, in one round trip; None where the job is not running."""
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, job_id in jobs:
+            pipe.zscore(queue_keys(queue).active, job_id)
+        return [None if s is None else datetime.fromtimestamp(s / 1000, tz=UTC) for s in pipe.execute()]
+
+    def due_counts(self, bounds: Sequence[datetime], queues: Sequence[str] | None = None) -> list[int]:
+        """How many delayed and retrying jobs fall due in each interval [bounds[i], bounds[i + 1]), summed over
+        the queues (default every queue): len(bounds) - 1 counts, one ZCOUNT per interval and queue, all in
+        one round trip. Never reads a job."""
+        names = self.queues() if queues is None else list(queues)
+        edges = [int(b.timestamp() * 1000) for b in bounds]
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in names:
+            scheduled = queue_keys(queue).scheduled
+            for low, high in pairwise(edges):
+                pipe.zcount(scheduled, low, f"({high}")
+        replies = cast(list[int], pipe.execute())
+        width = max(0, len(edges) - 1)
+        return [sum(replies[q * width + i] for q in range(len(names))) for i in range(width)]
+
+    def now(self) -> datetime:
+        """Redis's clock, in which every lease deadline and run-at is counted."""
+        return datetime.fromtimestamp(self.store.time_ms() / 1000, tz=UTC)
+
     # --- workers, statistics, events --------------------------------------------------------------
 
     def workers(self) -> list[WorkerInfo]:
@@ -310,16 +464,84 @@ class Queries:
         return int(self.redis.zcard(keys.WORKERS))
 
     def stats(self, queue: str, since: datetime | None = None) -> list[MinuteStat]:
-        """The queue's per-minute counters (kept for a day), oldest first; `since` bounds them."""
+        """The queue's per-minute counters (kept for a day), oldest first; `since` bounds them. It reads the whole
+        day's hash: for a few minutes, `minute_values` (known tasks) or `minute_counts` cost less."""
         first = int(since.timestamp()) // 60 if since else 0
         out: list[MinuteStat] = []
         for name, value in cast(dict[str, str], self.redis.hgetall(queue_keys(queue).stats)).items():
             minute, metric, task = [*name.split("|", 2), "", ""][:3]
             if not minute.isdigit() or int(minute) < first:
                 continue
-            out.append(MinuteStat(datetime.fromtimestamp(int(minute) * 60, tz=UTC), metric, task, int(value)))
+            out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
+        out = with_totals(out)
         out.sort(key=lambda s: (s.minute, s.metric, s.task))
         return out
+
+    def minute_counts(self, queue: str, first: int, last: int) -> list[MinuteStat]:
+        """The queue's counters of the minutes `first` to `last` (Unix minutes, both included), in no order.
+
+        The hash holds a day of minutes and has no index by minute, so this walks it with HSCAN (Redis serves
+        others between the steps) and lets Redis skip the fields outside the minutes' longest common prefix."""
+        if first > last:
+            return []
+        low, high = str(first), str(last)
+        prefix = ""
+        while len(low) == len(high) and len(prefix) < len(low) and low[len(prefix)] == high[len(prefix)]:
+            prefix += low[len(prefix)]
+        pattern = f"{low}|*" if first == last else f"{prefix}*"
+        fields = cast(
+            Iterable[tuple[str, str]], self.redis.hscan_iter(queue_keys(queue).stats, match=pattern, count=1000)
+        )
+        out: list[MinuteStat] = []
+        for name, value in fields:
+            minute, _, rest = name.partition("|")
+            if minute.isdigit() and first <= int(minute) <= last:
+                metric, _, task = rest.partition("|")
+                out.append(MinuteStat(_minute_time(int(minute)), metric, task, int(value)))
+        return with_totals(out)
+
+    def minute_values(
+        self, queue: str, minutes: Sequence[int], tasks: Sequence[str], names: Sequence[str] = metrics.ALL
+    ) -> list[MinuteStat]:
+        """The counters `names` of these tasks in these minutes (Unix minutes): one HMGET of the fields named,
+        so it costs what it returns, however big the day's hash is. Counters never written are left out."""
+        fetched = set(names)
+        for total, prefix in metrics.TOTALS.items():
+            if total in fetched:  # it includes the counts of its histogram
+                fetched |= {name for name in metrics.SUMMED if name.startswith(prefix)}
+        wanted = [(m, name, t) for m in minutes for t in tasks for name in sorted(fetched)]
+        if not wanted:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        stats = queue_keys(queue).stats
+        for start in range(0, len(wanted), 5000):
+            pipe.hmget(stats, [f"{m}|{name}|{t}" for m, name, t in wanted[start : start + 5000]])
+        values = [v for chunk in pipe.execute() for v in chunk]
+        found = [
+            MinuteStat(_minute_time(m), name, t, int(v))
+            for (m, name, t), v in zip(wanted, values, strict=True)
+            if v is not None
+        ]
+        asked = set(names)
+        return [s for s in with_totals(found) if s.metric in asked]
+
+    def gauges(self, queues: Sequence[str], *, grace_ms: int = 0) -> list[QueueGauges]:
+        """Each queue's gauges (counts, the oldest waiting job, overdue running jobs), in one round trip; each
+        queue's read is O(log n). `grace_ms`: how far behind its lease deadline a running job is overdue."""
+        calls = [self.store.gauges_call(q, grace_ms=grace_ms) for q in queues]
+        out: list[QueueGauges] = []
+        for queue, reply in zip(queues, self.store.run_many(calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            now, paused, queued, scheduled, running, dead, oldest, overdue = reply
+            since = datetime.fromtimestamp(oldest / 1000, tz=UTC) if oldest >= 0 else None
+            at = datetime.fromtimestamp(now / 1000, tz=UTC)
+            out.append(QueueGauges(queue, at, bool(paused), queued, scheduled, running, dead, since, overdue))
+        return out
+
+    def now_ms(self) -> int:
+        """Redis's clock (ms): the clock of every deadline and counter minute."""
+        return self.store.time_ms()
 
     def events(
         self, queue: str, *, after: str | None = None, limit: int = 100, newest_first: bool = False
@@ -343,6 +565,30 @@ class Queries:
         started = time.monotonic()
         self.redis.ping()
         return time.monotonic() - started
+
+
+def with_totals(stats: Iterable[MinuteStat]) -> list[MinuteStat]:
+    """The counters as readers know them: the hot path counts claimed jobs in `wait_h` only and completed ones in
+    `done_h` only (core/metrics.py), so each minute and task's `started` and `completed` get those counts added."""
+    out = list(stats)
+    extra: dict[tuple[datetime, str, str], int] = {}
+    for s in out:
+        for total, prefix in metrics.TOTALS.items():
+            if s.metric.startswith(prefix):
+                key = (s.minute, total, s.task)
+                extra[key] = extra.get(key, 0) + s.value
+    if not extra:
+        return out
+    for i, s in enumerate(out):
+        added = extra.pop((s.minute, s.metric, s.task), 0)
+        if added:
+            out[i] = MinuteStat(s.minute, s.metric, s.task, s.value + added)
+    out += [MinuteStat(minute, total, task, value) for (minute, total, task), value in extra.items()]
+    return out
+
+
+def _minute_time(minute: int) -> datetime:
+    return datetime.fromtimestamp(minute * 60, tz=UTC)
 
 
 def _int(value: Any) -> int:

@@ -62,7 +62,7 @@ class Failed(NamedTuple):
 
 class Recovered(NamedTuple):
     requeued: list[str]
-    dead: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy)
+    ended: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy); or cancelled as asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class EnqueueResult:
 
 
 class Edited(NamedTuple):
-    status: str  # 'edited', 'resubmitted', 'missing', 'conflict', 'duplicate' or 'invalid'
+    status: str  # 'edited', 'resubmitted', 'already' (stamped edit repeated), 'missing', 'conflict' or 'duplicate'
     state: str
 
 

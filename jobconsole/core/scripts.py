@@ -1,6 +1,7 @@
 """The Lua scripts: one file per atomic operation, loaded once, run by SHA with a NOSCRIPT fallback.
 
-Every script is prefixed with ``lua/_lib.lua`` (shared helpers). A restarted Redis forgets loaded
+Every script is prefixed with ``lua/_lib.lua`` (shared helpers) and the constants it shares with Python
+(`metrics.LUA_CONSTANTS`: the latency histograms' buckets). A restarted Redis forgets loaded
 scripts; `Scripts.run` and `Scripts.run_many` reload them and repeat only the calls that failed.
 
 Each script file begins with its shebang, ``#!lua`` and its Redis 7 flags. When Redis is full (used
@@ -21,6 +22,7 @@ from weakref import WeakKeyDictionary
 import redis
 from redis.exceptions import NoScriptError
 
+from jobconsole.core.metrics import LUA_CONSTANTS
 from jobconsole.core.wire import Wire
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -47,7 +49,7 @@ def load(name: str) -> Script:
     if len(declared) != 1:
         raise ValueError(f"lua/{name}.lua must declare its keys in one '{KEYS_LINE} name name ...' line")
     # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
-    source = f"{shebang}\n{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
+    source = f"{shebang}\n{LUA_CONSTANTS}{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
     keys = tuple(declared[0].removeprefix(KEYS_LINE).split())
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), keys)
 

@@ -172,21 +172,64 @@ class Store:
         """Turn the queue's intake entries into jobs now (drain_intake in lua/_lib.lua); returns how many."""
         return self.run(self.drain_call(queue))
 
+    def cancel_call(self, queue: str, job_id: str, *, ttl_ms: int, stamp: str = "") -> Call[str]:
+        """'cancelled', 'requested' (running), 'already' (this stamp was applied before), 'missing' or
+        'is:<state>'."""
+        return Call("cancel", script_keys("cancel", queue), [*self._head(queue), ttl_ms, job_id, stamp], _str)
+
     def cancel(self, queue: str, job_id: str, *, ttl_ms: int) -> str:
-        """'cancelled', 'requested' (running), 'missing' or 'is:<state>'."""
-        return self.run(Call("cancel", script_keys("cancel", queue), [*self._head(queue), ttl_ms, job_id], _str))
+        return self.run(self.cancel_call(queue, job_id, ttl_ms=ttl_ms))
+
+    def requeue_call(self, queue: str, job_id: str, *, reset_attempts: bool, stamp: str = "") -> Call[str]:
+        """'queued', 'already' (this stamp was applied before), 'missing', 'duplicate' or 'is:<state>'."""
+        args = [*self._head(queue), job_id, int(reset_attempts), stamp]
+        return Call("requeue", script_keys("requeue", queue), args, _str)
 
     def requeue(self, queue: str, job_id: str, *, reset_attempts: bool) -> str:
-        """'queued', 'missing', 'duplicate' or 'is:<state>'."""
-        args = [*self._head(queue), job_id, int(reset_attempts)]
-        return self.run(Call("requeue", script_keys("requeue", queue), args, _str))
+        return self.run(self.requeue_call(queue, job_id, reset_attempts=reset_attempts))
 
-    def delete_call(self, queue: str, job_id: str) -> Call[str]:
-        """'deleted', 'missing' or 'is:running'."""
-        return Call("delete", script_keys("delete", queue), [*self._head(queue), job_id], _str)
+    def delete_call(self, queue: str, job_id: str, *, expected_state: str = "") -> Call[str]:
+        """'deleted', 'missing' or 'is:<state>' (running, or not `expected_state` when one is given)."""
+        return Call("delete", script_keys("delete", queue), [*self._head(queue), job_id, expected_state], _str)
 
     def delete(self, queue: str, job_id: str) -> str:
         return self.run(self.delete_call(queue, job_id))
+
+    def resubmit_call(
+        self, queue: str, jobs: Sequence[tuple[str, int | None, int | None]], *, stamp: str, reset_attempts: bool
+    ) -> Call[list[str]]:
+        """Resubmit dead jobs given as (id, expected attempts or None, run-at ms or None), compare-and-set and once
+        per stamp (lua/resubmit.lua); per job 'queued', 'scheduled', 'already', 'missing', 'duplicate' or
+        'conflict:<state>'."""
+        args: list[Arg] = [*self._head(queue), stamp, int(reset_attempts), len(jobs)]
+        for job_id, attempts, run_at_ms in jobs:
+            args += [job_id, "" if attempts is None else attempts, "" if run_at_ms is None else run_at_ms]
+        return Call("resubmit", script_keys("resubmit", queue), args, _strings)
+
+    def edit_call(
+        self,
+        queue: str,
+        job_id: str,
+        *,
+        expected_state: str,
+        expected_attempts: int | None = None,
+        priority: int | None = None,
+        run_at_ms: int | None = None,
+        params_json: str | None = None,
+        resubmit: bool = False,
+        reset_attempts: bool = False,
+        stamp: str = "",
+    ) -> Call[Edited]:
+        """Compare-and-set edit (lua/edit.lua). `stamp`: a bulk operation's id, making the edit idempotent."""
+
+        def unset(value: Arg | None) -> Arg:
+            return "" if value is None else value
+
+        args = [
+            *self._head(queue), job_id, expected_state, unset(expected_attempts), unset(priority), unset(run_at_ms),
+            unset(params_json), int(resubmit), int(reset_attempts), stamp,
+        ]  # fmt: skip
+        return Call("edit", script_keys("edit", queue), args, lambda r: Edited(str(r[0]), str(r[1])))
 
     def edit(
         self,
@@ -201,14 +244,11 @@ class Store:
         resubmit: bool,
         reset_attempts: bool,
     ) -> Edited:
-        def unset(value: Arg | None) -> Arg:
-            return "" if value is None else value
-
-        args = [
-            *self._head(queue), job_id, expected_state, unset(expected_attempts), unset(priority), unset(run_at_ms),
-            unset(params_json), int(resubmit), int(reset_attempts),
-        ]  # fmt: skip
-        return self.run(Call("edit", script_keys("edit", queue), args, lambda r: Edited(str(r[0]), str(r[1]))))
+        call = self.edit_call(
+            queue, job_id, expected_state=expected_state, expected_attempts=expected_attempts, priority=priority,
+            run_at_ms=run_at_ms, params_json=params_json, resubmit=resubmit, reset_attempts=reset_attempts,
+        )  # fmt: skip
+        return self.run(call)
 
     def set_paused(self, queue: str, paused: bool) -> bool:
         """True when the queue's state changed."""
@@ -325,6 +365,10 @@ class Store:
         named = {"finished": k.terminal_sets[state.value]}
         args = [*self._head(queue), age_ms, limit]
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
+
+    def gauges_call(self, queue: str, *, grace_ms: int) -> Call[list[int]]:
+        """The raw reply of gauges.lua (read only): `Queries.gauges` decodes it."""
+        return Call("gauges", script_keys("gauges", queue), [queue_keys(queue).job_prefix, grace_ms], _ints)
 
     def trim_stats(self, queue: str, before_minute: int) -> int:
         """Forget per-minute counters of minutes before `before_minute`."""

@@ -1,5 +1,6 @@
 """The mirror as deployed: configured from settings, with the leader's chores (the outbox relay, database
-retention and pruning of published outbox entries), run by `runmirror` and by runworker's mirror thread.
+retention and pruning of published outbox entries, the metrics rollup, queue-depth samples and the metrics'
+retention), run by `runmirror` and by runworker's mirror thread.
 
 The chores run in the mirror's thread, between its steps, and only while this process leads the mirror: one
 process among all the workers does them, and they never write to the database at the same time as a batch."""
@@ -15,8 +16,9 @@ from typing import Any
 import redis
 
 from jobconsole import cleaning, outbox
-from jobconsole.conf import get_config, mirror_config
+from jobconsole.conf import get_config, metrics_config, mirror_config
 from jobconsole.engine import get_redis
+from jobconsole.metrics import rollup, sampling
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.loop import Mirror
 
@@ -93,12 +95,16 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
 def leader_chores(leadership: Leadership) -> Chores:
     """The chores one process does for everyone, at the intervals the settings give."""
     config = mirror_config()
+    metrics = metrics_config()
     return Chores(
         leadership,
         [
             Chore("outbox relay", float(config["RELAY_EVERY"]), outbox.relay),
             Chore("database retention", float(config["RETENTION_EVERY"]), cleaning.enforce_db_retention),
             Chore("outbox prune", float(config["RETENTION_EVERY"]), outbox.prune),
+            Chore("metrics rollup", float(metrics["ROLLUP_EVERY"]), rollup.rollup),
+            Chore("queue depth samples", float(metrics["SAMPLE_EVERY"]), sampling.sample),
+            Chore("metrics retention", float(config["RETENTION_EVERY"]), rollup.prune),
         ],
     )
 

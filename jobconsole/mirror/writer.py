@@ -185,10 +185,15 @@ class Writer:
         """Write a batch in the current transaction, fenced, with each queue's cursor."""
         self.leadership.fence()
         self.write(changes.rows, changes.attempts, changes.dead)
+        # One UPDATE per requeue time, not per job: a bulk resubmit requeues hundreds of jobs in the same millisecond.
+        by_time: dict[datetime, list[str]] = {}
         for job_id, requeued_at in changes.requeued.items():
-            DeadLetter.objects.filter(job_id=job_id, resubmitted_at__isnull=True, died_at__lte=requeued_at).update(
-                resubmitted_at=requeued_at
-            )
+            by_time.setdefault(requeued_at, []).append(job_id)
+        for requeued_at, ids in by_time.items():
+            for start in range(0, len(ids), CHUNK):
+                DeadLetter.objects.filter(
+                    job_id__in=ids[start : start + CHUNK], resubmitted_at__isnull=True, died_at__lte=requeued_at
+                ).update(resubmitted_at=requeued_at)
         for start in range(0, len(changes.deleted), CHUNK):
             Job.objects.filter(id__in=changes.deleted[start : start + CHUNK]).delete()
         for state, ids in changes.gone.items():

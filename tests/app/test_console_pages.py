@@ -104,9 +104,11 @@ def test_dead_letters_group_by_cause_filter_and_escape(client, mirror, r):
     assert len(browser.get("/dead/", {"q": "boom"}).context["letters"]) == 2
     assert len(browser.get("/dead/", {"fingerprint": group["fingerprint"]}).context["letters"]) == 3
     assert len(browser.get("/dead/", {"status": "resubmitted"}).context["letters"]) == 0
-    bad = browser.get("/dead/", {"version": "two", "since": "yesterday", "status": "zombie", "cursor": "x"})
-    assert bad.status_code == 200 and len(bad.context["filters"].errors) == 4
-    assert len(bad.context["letters"]) == 3  # the bad filters are ignored, not applied as nothing
+    bad = browser.get("/dead/", {"version": "two", "since": "yesterday", "status": "zombie"})
+    assert bad.status_code == 400 and len(bad.context["filters"].errors) == 3
+    assert "letters" not in bad.context  # nothing listed: never "everything" for a filter that could not be read
+    stale = browser.get("/dead/", {"cursor": "x"})
+    assert stale.status_code == 200 and stale.context["bad_cursor"] and len(stale.context["letters"]) == 3
 
 
 def test_dead_letter_export_streams_what_the_filter_matches(client, mirror, r):
@@ -156,7 +158,7 @@ def test_audit_log_filters_and_pages(engine_settings):
     ids = [r.pk for r in everything.context["records"]] + [r.pk for r in second.context["records"]]
     assert len(ids) == len(set(ids)) == 60
     bad = browser.get("/audit/", {"action": "nuke", "since": "31/12/2026"})
-    assert bad.status_code == 200 and len(bad.context["filters"].errors) == 2
+    assert bad.status_code == 400 and len(bad.context["filters"].errors) == 2 and bad.context["records"] == []
 
 
 def test_operator_time_zone_from_the_cookie(client):
@@ -166,3 +168,27 @@ def test_operator_time_zone_from_the_cookie(client):
     assert "JST" in browser.get("/queues/examples.echo/", {"state": "scheduled"}).content.decode()
     browser.cookies["jc_tz"] = "Mars/Olympus"  # unknown zones fall back to the site's
     assert browser.get("/queues/examples.echo/", {"state": "scheduled"}).status_code == 200
+
+
+def test_overview_charts_and_tasks_pages_show_what_the_workers_counted(client, r):
+    for i in range(5):
+        client.enqueue("examples.echo", {"i": i})
+    client.enqueue("examples.fail", {"message": "nope"}, max_retries=0)
+    run_worker(r, ["examples.echo", "examples.fail"])
+    browser = web(*VIEW)
+    page = browser.get("/", {"range": "hour"})
+    figures = page.context["figures"]
+    completed = figures["throughput"]["data"][0]
+    assert completed["name"] == "completed" and sum(completed["y"]) > 0
+    assert figures["run"] is not None and figures["wait"] is not None
+    assert page.context["health"].status in {"green", "yellow", "red"}
+    assert 'class="chart"' in page.content.decode() and "plotly/plotly.min.js" in page.content.decode()
+    live = browser.get("/", {"part": "live"}, headers={"HX-Request": "true"})
+    assert b"overview-live" in live.content and b"chart-depth" not in live.content
+    assert "Unknown range" in browser.get("/", {"range": "year"}).content.decode()
+    tasks = {t.task: t for t in browser.get("/tasks/").context["tasks"]}
+    assert tasks["examples.echo"].completed == 5 and tasks["examples.echo"].success_rate == 1.0
+    assert tasks["examples.fail"].dead == 1 and tasks["examples.fail"].success_rate == 0.0
+    detail = browser.get("/tasks/examples.echo/", {"range": "day"})
+    assert detail.status_code == 200 and detail.context["figures"]["histogram"] is not None
+    assert browser.get("/tasks/no.such.task/").status_code == 404

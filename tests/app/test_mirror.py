@@ -375,7 +375,10 @@ def test_chores_run_each_at_its_interval_and_only_while_leading(engine_settings,
 
 def test_the_service_wires_the_leader_chores(engine_settings, r):
     service = build_service(r)
-    assert [c.name for c in service.chores.chores] == ["outbox relay", "database retention", "outbox prune"]
+    assert [c.name for c in service.chores.chores] == [
+        "outbox relay", "database retention", "outbox prune", "metrics rollup", "queue depth samples",
+        "metrics retention",
+    ]  # fmt: skip
     assert service.chores.leadership is service.mirror.leadership
     service.burst()
     assert not service.mirror.leader

@@ -1,5 +1,7 @@
 """The read API (core/queries.py): counts, pages of jobs by cursor, workers, statistics, events."""
 
+from datetime import UTC, datetime, timedelta
+
 import redis
 
 from jobconsole.core import Client, JobState, TaskRegistry
@@ -68,3 +70,76 @@ def test_counts_workers_stats_and_events(r: "redis.Redis", client: Client, regis
     newest = client.queries.events("q", newest_first=True, limit=1)
     assert newest[0].id == events[-1].id and client.queries.events("q", after=events[-1].id) == []
     assert "t.ok" in client.queries.task_options()
+
+
+def _timed_pages(queries: Queries, kind: str, limit: int, **options: object) -> list[list[tuple[str, str]]]:
+    pages, cursor = [], None
+    while True:
+        page = queries.timed_jobs(kind, cursor=cursor, limit=limit, **options)  # type: ignore[arg-type]
+        pages.append([(t.job.queue, t.job.id) for t in page.jobs])
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+def test_timed_jobs_merge_the_queues_by_time_and_page_through_ties(r: "redis.Redis", client: Client) -> None:
+    run_at = datetime.now(UTC) + timedelta(minutes=5)
+    in_q = [client.enqueue("t.ok", run_at=run_at).id for _ in range(7)]
+    in_q2 = [client.enqueue("t.ok", queue="q2", run_at=run_at).id for _ in range(5)]  # the same time: ties
+    sooner = client.enqueue("t.ok", queue="q2", delay=60).id
+    client.enqueue("t.ok")  # queued: not waiting for a time
+    pages = _timed_pages(client.queries, "scheduled", 4)
+    assert [len(p) for p in pages] == [4, 4, 4, 1]
+    assert [entry for p in pages for entry in p] == [
+        ("q2", sooner), *[("q", i) for i in sorted(in_q)], *[("q2", i) for i in sorted(in_q2)]
+    ]  # fmt: skip
+    [first] = client.queries.timed_jobs("scheduled", limit=1).jobs
+    assert abs((first.at - datetime.now(UTC)).total_seconds() - 60) < 5  # its run-at
+    assert _timed_pages(client.queries, "scheduled", 50, queues=["q"]) == [[("q", i) for i in sorted(in_q)]]
+
+
+def test_a_timed_cursor_survives_jobs_leaving_and_retries_are_listed(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    @registry.task(name="t.fail", queue="q", max_retries=2, retry_delay=600)
+    def fail() -> None:
+        raise RuntimeError("no")
+
+    retrying = client.enqueue("t.fail").id
+    run_burst(r, registry, ["q"])
+    delayed = [client.enqueue("t.ok", delay=60 + i).id for i in range(6)]
+    first = client.queries.timed_jobs("scheduled", limit=3)
+    assert [t.job.id for t in first.jobs] == delayed[:3]
+    for job_id in delayed[:4]:  # the first page's jobs and one of the next page's run now
+        client.requeue(job_id)
+    rest = client.queries.timed_jobs("scheduled", cursor=first.next_cursor, limit=10)
+    assert [t.job.id for t in rest.jobs] == [*delayed[4:], retrying] and rest.next_cursor is None
+    assert rest.jobs[-1].job.state is JobState.RETRYING
+
+
+def test_running_jobs_by_lease_deadline_and_the_deadlines(r: "redis.Redis", client: Client) -> None:
+    ids = [client.enqueue("t.ok", {"x": i}).id for i in range(3)]
+    other = client.enqueue("t.ok", queue="q2").id
+    waiting = client.enqueue("t.ok", delay=60).id
+    claim(r, "q", 3)
+    claim(r, "q2", 1)
+    page = client.queries.timed_jobs("running", limit=10)
+    assert {t.job.id for t in page.jobs} == {*ids, other}
+    assert [t.at for t in page.jobs] == sorted(t.at for t in page.jobs)
+    now = client.queries.now()
+    assert all(timedelta(seconds=25) < t.at - now <= timedelta(seconds=30) for t in page.jobs)  # 30 s leases
+    deadlines = client.queries.lease_deadlines([("q", ids[0]), ("q", waiting), ("q", "nope")])
+    assert deadlines[0] == next(t.at for t in page.jobs if t.job.id == ids[0]) and deadlines[1:] == [None, None]
+    assert abs((now - datetime.now(UTC)).total_seconds()) < 2  # Redis's clock, as a datetime
+
+
+def test_due_counts_by_interval_without_reading_jobs(r: "redis.Redis", client: Client) -> None:
+    for delay, queue in ((30, "q"), (90, "q"), (95, "q2"), (600, "q"), (7200, "q2")):
+        client.enqueue("t.ok", delay=delay, queue=queue)
+    client.enqueue("t.ok")  # due now: not in the scheduled set
+    now = client.queries.now()
+    bounds = [now + timedelta(seconds=s) for s in (0, 60, 120, 3600)]
+    assert client.queries.due_counts(bounds) == [1, 2, 1]
+    assert client.queries.due_counts(bounds, ["q2"]) == [0, 1, 0]
+    assert client.queries.due_counts([now, now + timedelta(days=1)]) == [5]
+    assert client.queries.due_counts([now]) == []

@@ -325,6 +325,19 @@ def test_recoverer_finds_every_expired_lease_not_only_the_oldest(r: "redis.Redis
     assert job.state is JobState.DEAD and [a.outcome for a in job.history] == ["worker_lost", "worker_lost"]
 
 
+def test_a_job_asked_to_cancel_whose_worker_died_ends_cancelled_not_requeued(r: "redis.Redis", client: Client) -> None:
+    k = queue_keys("q")
+    job_id = client.enqueue("t.ok", max_retries=3, unique_key="only-one").id
+    _claim_one(r)
+    assert client.cancel(job_id) == "requested"  # its worker would see it at its next heartbeat: it died first
+    r.zadd(k.active, {job_id: 1})
+    assert Maintenance(r).recover("q") == 1
+    job = client.get(job_id)
+    assert job.state is JobState.CANCELLED and [a.outcome for a in job.history] == ["worker_lost"]
+    assert client.counts("q").queued == 0 and r.zscore(k.cancelled, job_id) is not None
+    assert client.enqueue("t.ok", unique_key="only-one").created  # its unique key was let go
+
+
 def run_burst_with_recoverer(r: "redis.Redis", registry: TaskRegistry) -> None:
     """A burst worker on queue q, with a recoverer passing every 0.1 s beside it."""
     stop = threading.Event()

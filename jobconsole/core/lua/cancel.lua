@@ -2,13 +2,20 @@
 -- Cancel a job: waiting jobs end at once; a running job gets a cancellation request its worker sees.
 -- KEYS: ready scheduled cancelled unique events
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id
--- Returns 'cancelled', 'requested' (running), 'missing', or 'is:<state>' when its state cannot be cancelled.
+-- ARGV[5] stamp ('' = none): a bulk operation's id, recorded in the job hash (`bulk_op`) with the cancel; a
+-- repeat with the same stamp answers 'already' and changes nothing.
+-- Returns 'cancelled', 'requested' (running), 'already', 'missing', or 'is:<state>' when its state cannot
+-- be cancelled.
 local prefix, maxlen, ttl, job_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local stamp = ARGV[5] or ''
 local job_key = prefix .. job_id
-local state = redis.call('HGET', job_key, 'state')
+local f = redis.call('HMGET', job_key, 'state', 'bulk_op')
+local state = f[1]
 if not state then return 'missing' end
+if stamp ~= '' and f[2] == stamp then return 'already' end
 if state == 'running' then
   if redis.call('HGET', job_key, 'cancel_requested') == '1' then return 'is:cancelling' end
+  if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
   redis.call('HSET', job_key, 'cancel_requested', 1)
   emit(KEYS[5], maxlen, job_id, 'cancel_requested', 'running')
   return 'requested'
@@ -19,6 +26,7 @@ redis.call('ZREM', KEYS[2], job_id)
 local now = now_ms()
 redis.call('ZADD', KEYS[3], now, job_id)
 redis.call('HSET', job_key, 'state', 'cancelled', 'finished_at', now)
+if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
 release_unique(KEYS[4], job_key, job_id)
 finish(job_key, ttl)
 emit(KEYS[5], maxlen, job_id, 'cancelled', 'cancelled')

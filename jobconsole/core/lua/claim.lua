@@ -40,7 +40,7 @@ if not paused and want > 0 then
   if n > 0 then
     -- One block of the queue's sequence numbers makes every lease token unique.
     local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
-    local started, waited = {}, {}
+    local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
     for p = 1, #popped, 2 do
       local job_id = popped[p]
       local job_key = prefix .. job_id
@@ -50,15 +50,22 @@ if not paused and want > 0 then
         local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
                              maxlen)
         local task = h.task or ''
-        started[task] = (started[task] or 0) + 1
-        waited[task] = (waited[task] or 0) + now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
+        local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
+        local b, th = hist_bucket(wait), hist[task]
+        if not th then
+          th = {}
+          hist[task] = th
+        end
+        th[b] = (th[b] or 0) + 1
+        waited[task] = (waited[task] or 0) + wait
         out[#out + 1] = leased
         claimed = claimed + 1
       end
     end
-    for task, c in pairs(started) do
-      count(KEYS[8], now, 'started', task, c)
+    -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
+    for task, th in pairs(hist) do
       count(KEYS[8], now, 'wait_ms', task, waited[task])
+      count_hist(KEYS[8], now, 'wait_h:', task, th)
     end
   end
 end

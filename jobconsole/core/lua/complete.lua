@@ -9,7 +9,7 @@ local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARG
 drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
-local completed, runtime = {}, {}
+local runtime, hist = {}, {}  -- per task: ms run, jobs by run-time bucket
 for j = 0, n - 1 do
   local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
   local job_key = prefix .. job_id
@@ -28,13 +28,20 @@ for j = 0, n - 1 do
     finish(job_key, ttl)
     emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
     local task = f[3] or ''
-    completed[task] = (completed[task] or 0) + 1
-    runtime[task] = (runtime[task] or 0) + (tonumber(ms) or 0)
+    local ran = tonumber(ms) or 0
+    local b, th = hist_bucket(ran), hist[task]
+    if not th then
+      th = {}
+      hist[task] = th
+    end
+    th[b] = (th[b] or 0) + 1
+    runtime[task] = (runtime[task] or 0) + ran
     out[#out + 1] = 1
   end
 end
-for task, c in pairs(completed) do
-  count(KEYS[5], now, 'completed', task, c)
+-- The run-time histogram counts the jobs completed too: readers add it to 'completed' (core/metrics.py).
+for task, th in pairs(hist) do
   count(KEYS[5], now, 'runtime_ms', task, runtime[task])
+  count_hist(KEYS[5], now, 'done_h:', task, th)
 end
 return out

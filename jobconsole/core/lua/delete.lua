@@ -1,13 +1,15 @@
 #!lua flags=allow-oom
 -- Delete a job that is not running (cancel it first), with its history.
 -- KEYS: ready scheduled completed failed dead dropped cancelled unique events
--- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id
--- Returns 'deleted', 'missing' or 'is:running'.
+-- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state ('' = any but running):
+-- a purge of dead letters deletes a job only while it is still dead.
+-- Returns 'deleted', 'missing' or 'is:<state>' (running, or not the expected state).
 local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]
+local expected = ARGV[4] or ''
 local job_key = prefix .. job_id
 local state = redis.call('HGET', job_key, 'state')
 if not state then return 'missing' end
-if state == 'running' then return 'is:running' end
+if state == 'running' or (expected ~= '' and state ~= expected) then return 'is:' .. state end
 for k = 1, 7 do redis.call('ZREM', KEYS[k], job_id) end
 release_unique(KEYS[8], job_key, job_id)
 redis.call('DEL', job_key, job_key .. ':attempts')

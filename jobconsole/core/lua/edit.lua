@@ -3,26 +3,31 @@
 -- * a waiting job (queued, scheduled, retrying): new priority, run-at and/or parameters, applied in place;
 --   a run-at in the future makes it scheduled, a past one makes it ready now;
 -- * a finished job (dead, failed, dropped, cancelled) with resubmit = 1: new parameters and/or priority,
---   then requeued in the same step (history kept; attempts reset if asked).
+--   then requeued in the same step (history kept; attempts reset if asked); with a run-at in the future it
+--   waits in the scheduled set until then (a bulk resubmit spread over a time window).
+-- A stamp (a bulk operation's id) makes the edit idempotent: it is recorded in the job hash (`bulk_op`) by the
+-- step that applies the edit, and a repeat of the same stamped edit answers 'already' and changes nothing.
 -- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state
 -- ARGV[5] expected attempts ('' = any)  ARGV[6] priority ('' = unchanged)  ARGV[7] run_at ms ('' = unchanged)
 -- ARGV[8] params JSON ('' = unchanged)  ARGV[9] resubmit (1/0)  ARGV[10] reset attempts (1/0)
--- Returns {status, state}: status 'edited' or 'resubmitted' with the new state; 'missing'; 'conflict' with
--- the job's current state (it moved on since the operator looked); 'duplicate' (resubmitting would take a
--- unique key another live job holds); 'invalid' (run-at given with resubmit).
+-- ARGV[11] stamp ('' = none)
+-- Returns {status, state}: status 'edited' or 'resubmitted' with the new state; 'already' (this stamp was
+-- applied before); 'missing'; 'conflict' with the job's current state (it moved on since the operator
+-- looked); 'duplicate' (resubmitting would take a unique key another live job holds).
 local prefix, maxlen, job_id, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local priority, run_at, params = ARGV[6], ARGV[7], ARGV[8]
 local resubmit = ARGV[9] == '1'
+local stamp = ARGV[11] or ''
 local job_key = prefix .. job_id
-local f = redis.call('HMGET', job_key, 'state', 'attempts', 'unique_key')
+local f = redis.call('HMGET', job_key, 'state', 'attempts', 'unique_key', 'bulk_op')
 local state = f[1]
 if not state then return {'missing', ''} end
+if stamp ~= '' and f[4] == stamp then return {'already', state} end
 if state ~= expected or (ARGV[5] ~= '' and (f[2] or '0') ~= ARGV[5]) then return {'conflict', state} end
 local waiting = state == 'queued' or state == 'scheduled' or state == 'retrying'
 local finished = state == 'dead' or state == 'failed' or state == 'dropped' or state == 'cancelled'
 if (resubmit and not finished) or (not resubmit and not waiting) then return {'conflict', state} end
-if resubmit and run_at ~= '' then return {'invalid', state} end
 local now = now_ms()
 local changed = {}
 if resubmit then
@@ -33,6 +38,7 @@ if resubmit then
     redis.call('HSET', KEYS[7], ukey, job_id)
   end
 end
+if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
 if params ~= '' then redis.call('HSET', job_key, 'params', params) changed[#changed + 1] = 'params' end
 if priority ~= '' then redis.call('HSET', job_key, 'priority', priority) changed[#changed + 1] = 'priority' end
 if resubmit then
@@ -41,9 +47,18 @@ if resubmit then
   redis.call('PERSIST', job_key .. ':attempts')
   if ARGV[10] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
   redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
+  local extra = {'from', state, 'reset', ARGV[10], 'edited', table.concat(changed, ',')}
+  local at = tonumber(run_at)
+  if at and at > now then
+    redis.call('ZADD', KEYS[2], at, job_id)
+    redis.call('HSET', job_key, 'state', 'scheduled', 'run_at', at)
+    redis.call('LPUSH', KEYS[9], '1')  -- idle workers recompute when the next job is due
+    redis.call('LTRIM', KEYS[9], 0, 999)
+    emit(KEYS[8], maxlen, job_id, 'requeued', 'scheduled', extra)
+    return {'resubmitted', 'scheduled'}
+  end
   make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)
-  emit(KEYS[8], maxlen, job_id, 'requeued', 'queued',
-       {'from', state, 'reset', ARGV[10], 'edited', table.concat(changed, ',')})
+  emit(KEYS[8], maxlen, job_id, 'requeued', 'queued', extra)
   return {'resubmitted', 'queued'}
 end
 local new_state = state

@@ -18,8 +18,10 @@ local entry = close_attempt(job_key, now, outcome, err)
 redis.call('ZREM', KEYS[1], job_id)
 redis.call('HSET', job_key, 'last_error', cjson.encode({error_class = err.error_class, message = err.message,
            at = now, outcome = outcome}))
+local ran = tonumber(ARGV[10]) or 0
 count(KEYS[8], now, 'failed', task)
-count(KEYS[8], now, 'runtime_ms', task, tonumber(ARGV[10]) or 0)
+count(KEYS[8], now, 'runtime_ms', task, ran)
+count(KEYS[8], now, 'fail_h:' .. hist_bucket(ran), task)
 local state
 if outcome == 'cancelled' then
   state = 'cancelled'
@@ -30,6 +32,7 @@ elseif retry and tonumber(f[3]) <= tonumber(f[4]) then
   redis.call('HSET', job_key, 'state', state, 'run_at', now + delay)
   emit(KEYS[7], maxlen, job_id, 'retrying', state, {'entry', entry})
   count(KEYS[8], now, 'retried', task)
+  note_retry(KEYS[8], now, task, tonumber(f[3]) or 0)
   return {1, state}
 elseif f[5] == 'discard' then
   state = 'failed'

@@ -1,10 +1,11 @@
 #!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
--- KEYS: active ready dead failed unique events wake seq stats
+-- KEYS: active ready dead failed unique events wake seq stats cancelled
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
 -- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
 -- (0 = none)
--- Returns {requeued ids..., '|', dead-lettered ids...}; call again while it returns `limit` jobs.
+-- Returns {requeued ids..., '|', ended ids...} (ended: dead-lettered, or cancelled when an operator had asked
+-- to cancel it: the request outlives its worker); call again while it returns `limit` jobs.
 local prefix, maxlen, ttl, limit, outage = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 if outage > 0 then
@@ -27,14 +28,25 @@ local expired = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0
 for _, job_id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], job_id)
   local job_key = prefix .. job_id
-  local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'heartbeat_at', 'task')
+  local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'heartbeat_at', 'task',
+                       'cancel_requested')
   if f[1] == 'running' then
     local message = 'lease expired; last heartbeat at ' .. (f[5] or '?') .. ' ms'
     local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
     redis.call('HSET', job_key, 'token', '', 'last_error',
                cjson.encode({error_class = 'WorkerLost', message = message, at = now, outcome = 'worker_lost'}))
     count(KEYS[9], now, 'lost', f[6] or '')
-    if tonumber(f[2]) <= tonumber(f[3]) then
+    if f[7] == '1' then
+      -- Asked to stop while its worker was alive: requeuing it would run it again, and the next claim would
+      -- clear the request.
+      redis.call('ZADD', KEYS[10], now, job_id)
+      redis.call('HSET', job_key, 'state', 'cancelled', 'finished_at', now)
+      release_unique(KEYS[5], job_key, job_id)
+      finish(job_key, ttl)
+      emit(KEYS[6], maxlen, job_id, 'cancelled', 'cancelled', {'entry', entry})
+      ended[#ended + 1] = job_id
+    elseif tonumber(f[2]) <= tonumber(f[3]) then
+      note_retry(KEYS[9], now, f[6] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
       make_ready(job_key, job_id, KEYS[2], KEYS[8], KEYS[7], now)
       emit(KEYS[6], maxlen, job_id, 'recovered', 'queued', {'entry', entry})
       requeued[#requeued + 1] = job_id

@@ -2,13 +2,17 @@
 -- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept.
 -- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] reset attempts (1/0)
--- Returns 'queued', 'missing', 'duplicate' (its unique key is held by another live job),
+-- ARGV[5] stamp ('' = none): a bulk operation's id, recorded in the job hash (`bulk_op`) with the requeue; a
+-- repeat with the same stamp answers 'already' and changes nothing.
+-- Returns 'queued', 'already', 'missing', 'duplicate' (its unique key is held by another live job),
 -- or 'is:<state>' when its state cannot be requeued (running, completed, queued).
 local prefix, maxlen, job_id = ARGV[1], ARGV[2], ARGV[3]
+local stamp = ARGV[5] or ''
 local job_key = prefix .. job_id
-local f = redis.call('HMGET', job_key, 'state', 'unique_key')
+local f = redis.call('HMGET', job_key, 'state', 'unique_key', 'bulk_op')
 local state = f[1]
 if not state then return 'missing' end
+if stamp ~= '' and f[3] == stamp then return 'already' end
 if state == 'running' or state == 'completed' or state == 'queued' then return 'is:' .. state end
 local ukey = f[2]
 if ukey and ukey ~= '' then
@@ -20,6 +24,7 @@ for k = 2, 6 do redis.call('ZREM', KEYS[k], job_id) end
 redis.call('PERSIST', job_key)
 redis.call('PERSIST', job_key .. ':attempts')
 if ARGV[4] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
+if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
 redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
 local now = now_ms()
 make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)

@@ -1,4 +1,11 @@
-"""python manage.py runworker --queues a,b --concurrency N [--max-tasks M] [--burst]"""
+"""python manage.py runworker --queues a,b --concurrency N [--max-tasks M] [--burst]
+
+Queues: those given with --queues, in claim order; by default every registered task's queue (each installed
+app's tasks.py and TASK_MODULES), except the system queue. The system queue (`jobconsole.system`: bulk
+operations) is served besides, always, by a small worker of its own in a thread of this process (BULK.CONCURRENCY
+threads), so a bulk operation neither waits behind the backlog of the other queues (a worker claims its queues in
+order, later ones only with slots to spare) nor takes their slots. --no-system-worker leaves it out.
+"""
 
 import threading
 from argparse import ArgumentParser
@@ -6,14 +13,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.checks import TAG
-from jobconsole.conf import get_config, mirror_config, retention
+from jobconsole.conf import bulk_config, get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
 from jobconsole.engine import get_redis
 
 
 class Command(BaseCommand):
-    help = "Run a worker: claims jobs from the given queues (default: every registered task's queue)."
+    help = (
+        "Run a worker: claims jobs from the given queues (default: every registered task's queue), and serves the "
+        "system queue (bulk operations) with a worker thread of its own."
+    )
     # Redis is all it needs: Django's system checks open the database (a JSONField check), and a locked or
     # unreachable database must not keep it from starting. Its own settings checks need no database.
     requires_system_checks = [TAG]
@@ -26,10 +37,15 @@ class Command(BaseCommand):
         parser.add_argument("--no-maintenance", action="store_true", help="do not run the recoverer here")
         parser.add_argument("--no-mirror", action="store_true", help="do not run the database mirror here")
         parser.add_argument("--name", default=None, help="worker id (default host:pid:random)")
+        parser.add_argument(
+            "--no-system-worker", action="store_true", help=f"do not serve the system queue {SYSTEM_QUEUE} here"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = get_config()
-        queues = [q for q in options["queues"].split(",") if q] or sorted({t.queue for t in default_registry.all()})
+        queues = [q for q in options["queues"].split(",") if q] or sorted(
+            {t.queue for t in default_registry.all()} - {SYSTEM_QUEUE}
+        )
         if not queues:
             raise CommandError(
                 "no queues: pass --queues or register tasks (a tasks.py in an installed app, "
@@ -49,6 +65,13 @@ class Command(BaseCommand):
                 shutdown_grace=config["SHUTDOWN_GRACE"],
                 name=options["name"],
             )
+            system = None
+            if not options["no_system_worker"] and not options["burst"] and options["max_tasks"] is None:
+                system = Worker(
+                    get_redis(), [SYSTEM_QUEUE], default_registry, concurrency=bulk_config()["CONCURRENCY"],
+                    maintenance=False, events_maxlen=config["EVENTS_MAXLEN"], retention=retention(),
+                    shutdown_grace=config["SHUTDOWN_GRACE"], name=f"{worker.id}:system",
+                )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         # The database mirror runs next to the worker, in a thread; a Redis lock makes one process among
@@ -61,10 +84,17 @@ class Command(BaseCommand):
             service = build_service(name=worker.id)  # the mirror and its leader's chores, in one thread
             mirror_thread = threading.Thread(target=service.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
             mirror_thread.start()
+        system_thread: threading.Thread | None = None
+        if system is not None:
+            system_thread = threading.Thread(target=system.run, name="jc-system-worker", daemon=True)
+            system_thread.start()
         worker.install_signal_handlers()
         try:
             worker.run()
         finally:
+            if system is not None and system_thread is not None:
+                system.request_stop()  # an operation under way is given back, to go on elsewhere
+                system_thread.join(timeout=config["SHUTDOWN_GRACE"] + 5)
             stop_mirror.set()
             if mirror_thread is not None:
                 mirror_thread.join(timeout=10)

@@ -1,0 +1,27 @@
+"""Chart figures: a measured point with no measured neighbour is drawn as a marker (a line through one point
+draws nothing, so a fresh system's latency charts looked empty)."""
+
+from datetime import UTC, datetime, timedelta
+
+from dashboards.charts import time_series
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _minutes(*values: float | None) -> list[tuple[datetime, float | None]]:
+    return [(T0 + timedelta(minutes=n), v) for n, v in enumerate(values)]
+
+
+def test_a_lone_point_gets_a_marker_and_points_on_a_line_do_not() -> None:
+    figure = time_series({"p50": _minutes(None, 0.2, None, 0.3, 0.4, None, 0.5)}, y_title="s")
+    assert figure is not None
+    [trace] = figure["data"]
+    assert trace["mode"] == "lines+markers"
+    assert trace["marker"]["size"] == [0, 6, 0, 0, 0, 0, 6]
+
+
+def test_a_continuous_line_has_no_markers() -> None:
+    figure = time_series({"completed": _minutes(0, 3, 5)}, y_title="jobs")
+    assert figure is not None
+    [trace] = figure["data"]
+    assert trace["mode"] == "lines" and "marker" not in trace

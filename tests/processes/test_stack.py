@@ -1,0 +1,193 @@
+"""`make run`'s supervisor (scripts/run_stack.py) run as a user runs it, with its own redis-server, var dir
+and port: a worker killed with SIGKILL mid-job is restarted and the job recovered; WORKERS=2 and DEMO=1;
+SIGTERM stops every process of the stack; Redis dying stops the stack too."""
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import tests.tasks  # noqa: F401  (registers tests.record here, so the client enqueues it with its 2 s lease)
+from jobconsole.core import Client, JobState
+from jobconsole.core.connection import connect
+from scripts.stack.supervisor import Backoff, describe_exit
+from tests.conftest import PROJECT, PYTHON, manage_env
+from tests.live import alive, command_line, descendants, wait_until
+from tests.redis_server import free_port
+from tests.tasks import read_ledger
+
+STARTUP_S = 120  # migrate, collectstatic (compressing every file), gunicorn and the workers, on a busy 2-core machine
+
+
+class Stack:
+    """`python scripts/run_stack.py` in a var dir of its own; its output goes to stack.log."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.log = tmp_path / "stack.log"
+        self.var = tmp_path / "var"
+        environ = manage_env("", tmp_path, PORT=str(free_port()), **env)
+        del environ["REDIS_URL"]  # the stack starts its own redis-server
+        with self.log.open("wb") as out:
+            self.popen = subprocess.Popen(
+                [PYTHON, "scripts/run_stack.py"], cwd=PROJECT, env=environ, stdout=out, stderr=subprocess.STDOUT
+            )
+        self._client: Client | None = None
+
+    def output(self) -> str:
+        # The supervisor colours its prefixes; the tests read plain text.
+        return re.sub(r"\033\[[0-9;]*m", "", self.log.read_text(errors="replace"))
+
+    def wait_for(self, text: str, timeout: float = 30) -> None:
+        wait_until(lambda: text in self.output(), timeout, repr(text), self.output)
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self.wait_for("[stack", STARTUP_S)
+            url = wait_until(lambda: self._redis_url(), STARTUP_S, "var/redis.url", self.output)
+            self._client = Client(connect(url))
+        return self._client
+
+    def _redis_url(self) -> str:
+        path = self.var / "redis.url"
+        return path.read_text().strip() if path.exists() else ""
+
+    def running_workers(self, count: int) -> list[str]:
+        """The ids of the `count` registered, running workers, once there are that many."""
+
+        def running() -> list[str]:
+            ids = [w.id for w in self.client.queries.workers() if w.state == "running"]
+            return ids if len(ids) == count else []
+
+        return wait_until(running, STARTUP_S, f"{count} running workers", self.output)
+
+    def processes(self) -> dict[int, str]:
+        return {pid: command_line(pid) for pid in descendants(self.popen.pid)}
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 40) -> int:
+        self.popen.send_signal(sig)
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the stack did not stop within {timeout}s\n{self.output()[-6000:]}")
+
+    def kill(self) -> None:
+        for pid in [*descendants(self.popen.pid), self.popen.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.popen.wait(timeout=10)
+
+
+@pytest.fixture
+def start_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    started: list[Stack] = []
+
+    def start(**env: str) -> Stack:
+        stack = Stack(tmp_path, **env)
+        started.append(stack)
+        return stack
+
+    yield start
+    for stack in started:  # whatever a failed test left
+        stack.kill()
+        if stack._client is not None:
+            stack._client.redis.close()
+
+
+def assert_all_gone(pids: dict[int, str], stack: Stack) -> None:
+    left = {pid: cmd for pid, cmd in pids.items() if alive(pid)}
+    assert not left, f"still running after the stack stopped: {left}\n{stack.output()[-4000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # about 40 s on a quiet machine; start-up takes long on a loaded one
+def test_a_killed_worker_is_restarted_and_its_job_recovered_and_redis_dying_stops_the_stack(
+    start_stack: Callable[..., Stack], tmp_path: Path
+) -> None:
+    stack = start_stack()
+    [first_id] = stack.running_workers(1)
+    assert ":worker-1:" in first_id
+    ledger = tmp_path / "ledger"
+    job_id = stack.client.enqueue("tests.record", {"ledger": str(ledger), "seconds": 2.0}).id
+    [(_, _, attempt, pid)] = wait_until(lambda: read_ledger(ledger), 30, "the job to start", stack.output)
+    assert attempt == "1"
+    os.kill(int(pid), signal.SIGKILL)
+
+    stack.wait_for(f"worker-1 (pid {pid}) was killed by SIGKILL after")
+    assert "restarting it in 1 s" in stack.output()
+    stack.wait_for("worker-1 started again: pid", 10)
+    new_pid = int(re.findall(r"worker-1 started again: pid (\d+)", stack.output())[-1])
+    job = wait_until(
+        lambda: (j := stack.client.get(job_id)).state is JobState.COMPLETED and j, 30, "the job to complete",
+        stack.output,
+    )  # fmt: skip
+    assert [(a.outcome, a.pid) for a in job.history] == [("worker_lost", int(pid)), ("completed", new_pid)]
+    [second_id] = stack.running_workers(1)
+    assert second_id != first_id and ":worker-1:" in second_id  # a new worker id: the old one shows as gone
+    assert stack.popen.poll() is None and alive(new_pid)
+
+    # Redis is the one process whose exit stops everything.
+    processes = stack.processes()
+    [redis_pid] = [p for p, cmd in processes.items() if cmd.startswith("redis-server") or "/redis-server" in cmd]
+    os.kill(redis_pid, signal.SIGKILL)
+    assert stack.popen.wait(timeout=40) == 1
+    assert f"redis (pid {redis_pid}) was killed by SIGKILL" in stack.output()
+    assert "the stack stops" in stack.output()
+    assert_all_gone(processes, stack)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # about 25 s on a quiet machine
+def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_stack: Callable[..., Stack]) -> None:
+    stack = start_stack(WORKERS="2", DEMO="1", DEMO_RATE="20")
+    ids = stack.running_workers(2)
+    assert sorted(re.sub(r":[0-9a-f]{4}$", "", i).split(":")[-1] for i in ids) == ["worker-1", "worker-2"]
+
+    def demo_queues() -> set[str]:
+        return {q for q in ("default", "emails", "reports") if stack.client.counts(q).completed}
+
+    wait_until(lambda: demo_queues() == {"default", "emails", "reports"}, 60, "demo jobs to complete", stack.output)
+    processes = stack.processes()
+    assert len([cmd for cmd in processes.values() if " runworker " in cmd]) == 2
+    assert any(" demo" in cmd for cmd in processes.values())
+
+    assert stack.stop() == 0
+    out = stack.output()
+    assert "SIGTERM: stopping demo, then worker, then web, then redis" in out
+    # Workers stop before Redis: both said so while Redis was still up.
+    workers_stopped = [out.index(f"worker={i} stopped") for i in ids]
+    assert max(workers_stopped) < out.index("Redis is now ready to exit"), out[-4000:]
+    assert "restarting" not in out  # a stop is not a crash
+    assert out.rstrip().endswith("stopped")
+    assert_all_gone(processes, stack)
+
+
+def test_backoff_doubles_to_its_limit_and_starts_over_after_a_stable_run() -> None:
+    backoff = Backoff(first=1, limit=30, stable_after=60)
+    assert [backoff.delay_after(uptime=0.5) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert backoff.delay_after(uptime=59) == 30  # crashing after a while is still crashing
+    assert backoff.delay_after(uptime=60) == 1  # up a minute: a new incident, not the same crash loop
+    assert backoff.delay_after(uptime=1) == 2
+
+
+def test_exits_are_described_by_code_or_signal() -> None:
+    assert describe_exit(0) == "exited with code 0"
+    assert describe_exit(3) == "exited with code 3"
+    assert describe_exit(-9) == "was killed by SIGKILL"
+    assert describe_exit(-15) == "was killed by SIGTERM"
+
+
+def test_the_stack_refuses_a_worker_count_that_is_not_a_number(tmp_path: Path) -> None:
+    env = manage_env("", tmp_path, WORKERS="two")
+    result = subprocess.run(
+        [PYTHON, "scripts/run_stack.py"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 1
+    assert "WORKERS='two': give a number of worker processes" in result.stderr
+    assert not (tmp_path / "var" / "redis.url").exists()  # refused before starting anything
