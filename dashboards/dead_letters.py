@@ -6,7 +6,7 @@ status (open, resubmitted or all; default open) and q (text in the error class o
 
 from typing import Any
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.http import QueryDict
 
 from dashboards.filters import Filters
@@ -17,7 +17,10 @@ FILTER_KEYS = ["queue", "task", "version", "fingerprint", "since", "until", "sta
 GROUPS = 25
 
 
-def select(query: QueryDict) -> tuple[QuerySet[DeadLetter], Filters]:
+def select(query: QueryDict, *, text_window: int | None = None) -> tuple[QuerySet[DeadLetter], Filters]:
+    """The dead letters the query's filters match. `text_window`: error text (a LIKE, which no index serves)
+    is looked for only in that many of the newest dead letters the other filters match, and a note says so
+    when there are more (the page bounds its search; an export or a bulk operation searches them all)."""
     filters = Filters()
     rows = DeadLetter.objects.all()
     status = filters.choice(query, "status", "status", STATUSES) or "open"
@@ -42,19 +45,44 @@ def select(query: QueryDict) -> tuple[QuerySet[DeadLetter], Filters]:
     if until := filters.moment(query, "until", "Until", end_of_day=True):
         rows = rows.filter(died_at__lte=until)
     if text := filters.text(query, "q", "Error text"):
-        rows = rows.filter(message__icontains=text) | rows.filter(error_class__icontains=text)
+        if text_window is not None:
+            # The time of the window's oldest, if there are more: then a range of the index holds the window.
+            edge = list(rows.order_by("-died_at", "-pk").values_list("died_at", flat=True)[text_window - 1 :][:2])
+            if len(edge) == 2:
+                rows = rows.filter(died_at__gte=edge[0])
+                filters.notes.append(
+                    f"Error text is looked for in the newest {text_window:,} dead letters the other filters match; "
+                    "narrow them (queue, task, dates) to search further back. Exports and bulk operations "
+                    "search them all."
+                )
+        # One condition, so the database walks the other filters' index newest first and stops at a page.
+        rows = rows.filter(Q(message__icontains=text) | Q(error_class__icontains=text))
     return rows, filters
 
 
 def groups(rows: QuerySet[DeadLetter], limit: int = GROUPS) -> list[dict[str, Any]]:
-    """Failures grouped by fingerprint (exception class + top frame): count, first and last seen, biggest first."""
-    found = (
-        rows.order_by()
-        .values("fingerprint", "error_class", "top_frame")
-        .annotate(count=Count("id"), first=Min("died_at"), last=Max("died_at"))
-        .order_by("-count", "-last")[:limit]
-    )
-    return [dict(group) for group in found]
+    """Failures grouped by fingerprint (exception class + top frame without its line number): count, first and
+    last seen, biggest first, each named by the class and frame of its latest dead letter the filters match (one
+    index look-up each).
+
+    Grouped by the fingerprint alone, so the aggregate reads only (fingerprint, died_at), which for open dead
+    letters (the default), alone or within a queue or a task, one index holds (jc_dl_open_cause and the like):
+    never the table. Grouped by class and frame too, it read every row of 100,000 dead letters, about a second,
+    and split a cause in two when a line number in its top frame changed."""
+    found = [
+        dict(group)
+        for group in rows.order_by()
+        .values("fingerprint")
+        .annotate(count=Count("*"), first=Min("died_at"), last=Max("died_at"))
+        .order_by("-count", "-last", "fingerprint")[:limit]
+    ]
+    for group in found:
+        latest = (
+            rows.filter(fingerprint=group["fingerprint"]).order_by("-died_at", "-pk")
+            .values("job_id", "error_class", "top_frame").first()
+        )  # fmt: skip
+        group.update(latest or {"job_id": None, "error_class": "", "top_frame": ""})
+    return found
 
 
 def filter_query(filters: Filters) -> QueryDict:

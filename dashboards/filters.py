@@ -19,6 +19,7 @@ class Filters:
 
     values: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how a filter was applied, when the operator should know
 
     def text(self, query: QueryDict, name: str, label: str) -> str:
         value = query.get(name, "").strip()

@@ -124,10 +124,22 @@ class DeadLetter(models.Model):
     class Meta:
         ordering = ["-died_at"]
         constraints = [models.UniqueConstraint(fields=["job", "died_at"], name="jc_deadletter_job_died")]
+        # The console lists dead letters newest first (died_at, then id) under filters, and groups them by cause.
+        # Open ones (resubmitted_at null, the console's default) have indexes of their own, so that however many
+        # were resubmitted the open ones are one range: for the list, with or without a queue or task, and for
+        # the groups, which are counted from an index alone (never the table), also within a queue or a task.
+        # (SQLite picks the index that gives both the filter and the order (died_at, id), with no statistics.)
         indexes = [
             models.Index(fields=["fingerprint", "died_at"], name="jc_dl_fingerprint"),
             models.Index(fields=["queue", "died_at"], name="jc_dl_queue"),
-            models.Index(fields=["task", "version", "died_at"], name="jc_dl_task"),
+            models.Index(fields=["task", "died_at", "version"], name="jc_dl_task_died"),
+            models.Index(fields=["died_at", "id"], name="jc_dl_died"),
+            models.Index(fields=["resubmitted_at", "died_at", "id"], name="jc_dl_open_died"),
+            models.Index(fields=["queue", "resubmitted_at", "died_at", "id"], name="jc_dl_open_queue"),
+            models.Index(fields=["task", "resubmitted_at", "died_at", "id"], name="jc_dl_open_task"),
+            models.Index(fields=["resubmitted_at", "fingerprint", "died_at"], name="jc_dl_open_cause"),
+            models.Index(fields=["resubmitted_at", "queue", "fingerprint", "died_at"], name="jc_dl_open_queue_cause"),
+            models.Index(fields=["resubmitted_at", "task", "fingerprint", "died_at"], name="jc_dl_open_task_cause"),
         ]
         permissions = [
             ("operate_deadletter", "Can resubmit dead letters"),

@@ -125,3 +125,15 @@ def query(context: template.Context, **changes: Any) -> str:
             params[key] = value
     encoded = params.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+@register.filter
+def quantile(values: dict[float, float | None] | None, q: str) -> float | None:
+    """`{{ summary.runtime|quantile:"0.95" }}`: a percentile from a dict keyed by the quantile as a float (the
+    template language cannot look up a key like 0.95 with its dot syntax)."""
+    if not values:
+        return None
+    try:
+        return values.get(float(q))
+    except ValueError:
+        return None

@@ -6,6 +6,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
+from dashboards.distinct import distinct_values
 from dashboards.filters import Filters
 from dashboards.permissions import view_required
 from dashboards.rendering import page
@@ -30,7 +31,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
 def audit_log(request: HttpRequest) -> HttpResponse:
     query = request.GET
     filters = Filters()
-    actions = sorted(AuditLog.objects.order_by().values_list("action", flat=True).distinct())
+    actions = distinct_values(AuditLog, "action")
     rows = AuditLog.objects.all()
     if action := filters.choice(query, "action", "action", actions):
         rows = rows.filter(action=action)

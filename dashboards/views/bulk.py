@@ -42,6 +42,10 @@ def _back_to_list(selection: Selection | None, spec: KindSpec | None) -> str:
     return f"{url}?{selection.query_string()}" if selection and not selection.explicit else url
 
 
+def _not_allowed(spec: KindSpec) -> str:
+    return f"You may not {spec.label.lower()}: your account lacks the permission ({spec.permission})."
+
+
 def _refuse(request: HttpRequest, message: str, spec: KindSpec | None = None, status: int = 400) -> HttpResponse:
     context = {"error": message, "spec": spec, "back": _back_to_list(None, spec)}
     return page(request, "dashboards/bulk_preview.html", "bulk", context, status=status)
@@ -56,7 +60,7 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
     except UnknownKind as exc:
         return _refuse(request, str(exc))
     if not spec.allowed(request.user):
-        raise PermissionDenied(f"You may not {spec.label.lower()}: your account lacks that permission.")
+        return _refuse(request, _not_allowed(spec), spec, status=403)
     try:
         selection = selection_from_request(request, spec.target)
         found = operations.preview(spec.kind.value, selection)
@@ -81,6 +85,8 @@ def bulk_confirm(request: HttpRequest) -> HttpResponse:
         operation, created = operations.confirm(
             token, user=request.user, options=request.POST, reason=request.POST.get("reason", "")[:2000]
         )
+    except PermissionDenied:
+        return _refuse(request, "You may not carry out this operation: your account lacks its permission.", None, 403)
     except ConfirmError as exc:
         again = _preview_again(token)
         if again:
@@ -138,7 +144,11 @@ def bulk_progress_json(request: HttpRequest, pk: int) -> JsonResponse:
 @require_POST
 @view_required
 def bulk_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    operation = operations.request_cancel(_operation(pk), request.user)  # PermissionDenied: 403
+    operation = _operation(pk)
+    spec = kind_spec(operation.kind)
+    if not spec.allowed(request.user):
+        return _refuse(request, _not_allowed(spec), spec, status=403)
+    operation = operations.request_cancel(operation, request.user)
     if operation.status == BulkOperation.Status.CANCELLED:
         messages.success(request, "Cancelled before it started: nothing was changed.")
     elif operation.cancel_requested and not operation.is_finished:
@@ -152,6 +162,9 @@ def bulk_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @view_required
 def bulk_resume(request: HttpRequest, pk: int) -> HttpResponse:
     operation = _operation(pk)
+    spec = kind_spec(operation.kind)
+    if not spec.allowed(request.user):
+        return _refuse(request, _not_allowed(spec), spec, status=403)
     try:
         operations.resume(operation, request.user)
     except ConfirmError as exc:

@@ -8,12 +8,14 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from dashboards import dead_letters
+from dashboards.distinct import distinct_values
 from dashboards.permissions import view_required
 from dashboards.rendering import page
 from dashboards.views.audit import decode_cursor, encode_cursor
 from jobconsole.models import Attempt, DeadLetter
 
 PAGE = 50
+TEXT_WINDOW = 20_000  # the newest dead letters the page searches for error text (a LIKE reads every row it is given)
 EXPORT_CHUNK = 2000
 EXPORT_FIELDS = ["job_id", "queue", "task", "version", "died_at", "attempts", "error_class", "message", "top_frame",
                  "fingerprint", "resubmitted_at", "resubmitted_by"]  # fmt: skip
@@ -21,20 +23,20 @@ EXPORT_FIELDS = ["job_id", "queue", "task", "version", "died_at", "attempts", "e
 
 @view_required
 def dead_letter_list(request: HttpRequest) -> HttpResponse:
-    rows, filters = dead_letters.select(request.GET)
+    rows, filters = dead_letters.select(request.GET, text_window=TEXT_WINDOW)
     context = {
         "filters": filters,
         "filtered": bool(filters.values),
         "filter_query": dead_letters.filter_query(filters).urlencode(),
-        "queues": sorted(DeadLetter.objects.order_by().values_list("queue", flat=True).distinct()),
-        "tasks": sorted(DeadLetter.objects.order_by().values_list("task", flat=True).distinct()),
+        "queues": distinct_values(DeadLetter, "queue"),
+        "tasks": distinct_values(DeadLetter, "task"),
     }
     if filters.errors:
         return page(request, "dashboards/dead_letters.html", "dead", {**context, "bad_filters": True}, status=400)
     groups = dead_letters.groups(rows)
-    samples = _sample_tracebacks([str(g["fingerprint"]) for g in groups[:10]])
+    samples = _sample_tracebacks([str(g["job_id"]) for g in groups[:10] if g["job_id"]])
     for group in groups:
-        group["sample"] = samples.get(str(group["fingerprint"]))
+        group["sample"] = samples.get(str(group["job_id"]))
     listed = rows
     if raw := request.GET.get("cursor"):
         after = decode_cursor(raw)
@@ -42,7 +44,7 @@ def dead_letter_list(request: HttpRequest) -> HttpResponse:
             context["bad_cursor"] = True
         else:
             listed = rows.filter(Q(died_at__lt=after[0]) | Q(died_at=after[0], pk__lt=after[1]))
-    found = list(listed.select_related("job").order_by("-died_at", "-pk")[: PAGE + 1])
+    found = list(listed.order_by("-died_at", "-pk")[: PAGE + 1])
     last = found[PAGE - 1] if len(found) > PAGE else None
     context.update(
         letters=found[:PAGE], next_cursor=encode_cursor(last.died_at, last.pk) if last else None, groups=groups
@@ -50,18 +52,15 @@ def dead_letter_list(request: HttpRequest) -> HttpResponse:
     return page(request, "dashboards/dead_letters.html", "dead", context)
 
 
-def _sample_tracebacks(fingerprints: list[str]) -> dict[str, str]:
-    """The traceback of the latest death of each group (one small query per group, for the top groups)."""
+def _sample_tracebacks(job_ids: list[str]) -> dict[str, str]:
+    """The traceback of the last attempt of each job that has one (the latest death of each top group)."""
     out: dict[str, str] = {}
-    for fingerprint in fingerprints:
-        latest = DeadLetter.objects.filter(fingerprint=fingerprint).order_by("-died_at").values("job_id").first()
-        if latest is None:
-            continue
+    for job_id in job_ids:
         attempt = (
-            Attempt.objects.filter(job_id=latest["job_id"]).exclude(traceback="").order_by("-number")
+            Attempt.objects.filter(job_id=job_id).exclude(traceback="").order_by("-number")
             .values_list("traceback", flat=True).first()
         )  # fmt: skip
-        out[fingerprint] = attempt or ""
+        out[job_id] = attempt or ""
     return out
 
 

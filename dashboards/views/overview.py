@@ -64,10 +64,13 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
     counts = counts_and_latency.counts()
     latency = counts_and_latency.latency()
     depth = series.depth(span)
-    depth.sort(key=lambda d: -max(d.queued, default=0))
-    lines: dict[str, list[charts.Point]] = {d.queue: d.points("queued") for d in depth[:QUEUE_LINES]}
-    if len(depth) > QUEUE_LINES:
-        lines["other queues"] = _summed([d.points("queued") for d in depth[QUEUE_LINES:]])
+    # Queues that had jobs waiting in the range, biggest first; when none had, one line for them all at zero.
+    busy = sorted((d for d in depth if max(d.queued, default=0) > 0), key=lambda d: -max(d.queued))
+    lines: dict[str, list[charts.Point]] = {d.queue: d.points("queued") for d in busy[:QUEUE_LINES]}
+    if len(busy) > QUEUE_LINES:
+        lines["other queues"] = _summed([d.points("queued") for d in busy[QUEUE_LINES:]])
+    if not lines and depth:
+        lines["every queue"] = _summed([d.points("queued") for d in depth])
     throughput = {
         "completed": counts.points("completed", per_minute=True),
         "failed": counts.points("failed", per_minute=True),

@@ -1,6 +1,6 @@
 """The typed results of the engine's Redis operations (store.py decodes each script's reply into one)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -25,9 +25,12 @@ class Lease(NamedTuple):
 
 
 def decode_lease(v: Sequence[str]) -> Lease:
-    return Lease(
-        v[0], v[1], v[2], int(v[3]), int(v[4]), v[5], int(v[6]), int(v[7]) if v[7] else 0, v[8], int(v[9])
-    )  # fmt: skip
+    # Built by tuple.__new__, skipping Lease.__new__ (a Python function): the worker decodes one per job.
+    fields = (v[0], v[1], v[2], int(v[3]), int(v[4]), v[5], int(v[6]), int(v[7]) if v[7] else 0, v[8], int(v[9]))
+    return _new_lease(Lease, fields)
+
+
+_new_lease: "Callable[[type[Lease], tuple[str, str, str, int, int, str, int, int, str, int]], Lease]" = tuple.__new__
 
 
 class Claimed(NamedTuple):

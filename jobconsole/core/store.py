@@ -9,8 +9,9 @@ Readers (the console, the admin, the mirror, the cleaner) use `queries.py`.
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
+from itertools import chain
 from typing import Any, cast
 
 import redis
@@ -49,10 +50,10 @@ class WorkerIdentity:
     id: str
     host: str
     pid: int
+    idle_member: str = field(init=False, repr=False, compare=False)  # every claim sends it: encoded once
 
-    @property
-    def idle_member(self) -> str:
-        return json.dumps([self.id, self.host, self.pid])
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "idle_member", json.dumps([self.id, self.host, self.pid]))
 
 
 _GLOBAL = {"queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH}
@@ -99,6 +100,11 @@ def _strings(reply: Any) -> list[str]:
 
 def _ints(reply: Any) -> list[int]:
     return [int(r) for r in reply]
+
+
+def _flat(rows: Iterable[tuple[Arg, ...]]) -> Iterable[Arg]:
+    """Per-job argument tuples as one run of arguments, without a Python call per job."""
+    return chain.from_iterable(rows)
 
 
 def _claimed(reply: Any) -> Claimed:
@@ -259,9 +265,7 @@ class Store:
 
     def complete_call(self, queue: str, acks: Sequence[tuple[str, str, str, int]], *, ttl_ms: int) -> Call[list[int]]:
         """Acks as (job id, token, result JSON, runtime ms); an `Ack` per job."""
-        args: list[Arg] = [*self._head(queue), ttl_ms, len(acks)]
-        for ack in acks:
-            args.extend(ack)
+        args: list[Arg] = [*self._head(queue), ttl_ms, len(acks), *_flat(acks)]
         return Call("complete", script_keys("complete", queue), args, _ints)
 
     def fail_call(
@@ -289,9 +293,7 @@ class Store:
 
     def heartbeat_call(self, queue: str, beats: Sequence[tuple[str, str, str, str]]) -> Call[list[int]]:
         """Beats as (job id, token, progress or '', checkpoint JSON or ''); a `Beat` per job."""
-        args: list[Arg] = [*self._head(queue), len(beats)]
-        for beat in beats:
-            args.extend(beat)
+        args: list[Arg] = [*self._head(queue), len(beats), *_flat(beats)]
         return Call("heartbeat", script_keys("heartbeat", queue), args, _ints)
 
     def release_orphans(self, queue: str, worker: WorkerIdentity, held: Sequence[str]) -> list[str]:

@@ -29,20 +29,14 @@ local function count(stats_key, now, metric, task, by)
 end
 
 -- Latency histograms (core/metrics.py): the bucket of a duration in ms. 0: under 1 ms; i: [2^(i-1), 2^i) ms;
--- HIST_LAST: 2^(HIST_LAST-1) ms and over. frexp gives the binary exponent exactly (no log rounding).
+-- HIST_LAST: 2^(HIST_LAST-1) ms and over. frexp gives the binary exponent exactly (no log rounding). A script
+-- call adds one HINCRBY per task and bucket it touched, not one per job (claim.lua and complete.lua write
+-- theirs inline, with the minute's field head made once: every helper defined here costs every script call).
 local function hist_bucket(ms)
   if ms < 1 then return 0 end
   local _, e = math.frexp(ms)
   if e > HIST_LAST then return HIST_LAST end
   return e
-end
-
--- Add a script call's histogram of one task: `counts` maps bucket -> jobs, so a batch costs one HINCRBY per
--- bucket it touched, not one per job. `metric` is the histogram's prefix ('wait_h:', 'done_h:', 'fail_h:').
-local function count_hist(stats_key, now, metric, task, counts)
-  local head = math.floor(now / 60000) .. '|' .. metric
-  local tail = '|' .. task
-  for b, n in pairs(counts) do redis.call('HINCRBY', stats_key, head .. b .. tail, n) end
 end
 
 -- Note a job's n-th retry in the minute's highest retry number of its task (a maximum, not a sum).

@@ -51,7 +51,11 @@ if not paused and want > 0 then
                              maxlen)
         local task = h.task or ''
         local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
-        local b, th = hist_bucket(wait), hist[task]
+        local b, th = 0, hist[task]
+        if wait >= 1 then  -- hist_bucket, inline
+          local _, e = math.frexp(wait)
+          b = (e > HIST_LAST) and HIST_LAST or e
+        end
         if not th then
           th = {}
           hist[task] = th
@@ -63,9 +67,10 @@ if not paused and want > 0 then
       end
     end
     -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
+    local minute = math.floor(now / 60000) .. '|'
     for task, th in pairs(hist) do
-      count(KEYS[8], now, 'wait_ms', task, waited[task])
-      count_hist(KEYS[8], now, 'wait_h:', task, th)
+      redis.call('HINCRBY', KEYS[8], minute .. 'wait_ms|' .. task, waited[task])
+      for b, c in pairs(th) do redis.call('HINCRBY', KEYS[8], minute .. 'wait_h:' .. b .. '|' .. task, c) end
     end
   end
 end

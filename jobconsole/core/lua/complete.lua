@@ -29,7 +29,11 @@ for j = 0, n - 1 do
     emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
     local task = f[3] or ''
     local ran = tonumber(ms) or 0
-    local b, th = hist_bucket(ran), hist[task]
+    local b, th = 0, hist[task]
+    if ran >= 1 then  -- hist_bucket, inline
+      local _, e = math.frexp(ran)
+      b = (e > HIST_LAST) and HIST_LAST or e
+    end
     if not th then
       th = {}
       hist[task] = th
@@ -40,8 +44,9 @@ for j = 0, n - 1 do
   end
 end
 -- The run-time histogram counts the jobs completed too: readers add it to 'completed' (core/metrics.py).
+local minute = math.floor(now / 60000) .. '|'
 for task, th in pairs(hist) do
-  count(KEYS[5], now, 'runtime_ms', task, runtime[task])
-  count_hist(KEYS[5], now, 'done_h:', task, th)
+  redis.call('HINCRBY', KEYS[5], minute .. 'runtime_ms|' .. task, runtime[task])
+  for b, c in pairs(th) do redis.call('HINCRBY', KEYS[5], minute .. 'done_h:' .. b .. '|' .. task, c) end
 end
 return out
