@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tests.tasks  # noqa: F401  (registers tests.record here, so the client enqueues it with its 2 s lease)
+from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.core import Client, JobState
 from jobconsole.core.connection import connect
 from scripts.stack.supervisor import Backoff, describe_exit
@@ -60,7 +61,8 @@ class Stack:
         """The ids of the `count` registered, running workers, once there are that many."""
 
         def running() -> list[str]:
-            ids = [w.id for w in self.client.queries.workers() if w.state == "running"]
+            # Each runworker also registers its system worker (the bulk operations' queue): not counted here.
+            ids = [w.id for w in self.client.queries.workers() if w.state == "running" and w.queues != [SYSTEM_QUEUE]]
             return ids if len(ids) == count else []
 
         return wait_until(running, STARTUP_S, f"{count} running workers", self.output)
