@@ -4,7 +4,8 @@ Building dicts rather than plotly.graph_objects keeps a page's server time low: 
 attribute on every request. Operator actions from the audit log become markers on time charts."""
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
+from functools import lru_cache
 from typing import Any
 
 from django.utils import timezone
@@ -18,7 +19,14 @@ PALETTE = ["#2f6fde", "#1f8a4c", "#c4302b", "#a86400", "#5a48c8", "#0f8f9e", "#b
 
 
 def _x(moment: datetime) -> str:
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+    return _wall_clock(moment, timezone.get_current_timezone())
+
+
+@lru_cache(maxsize=8192)
+def _wall_clock(moment: datetime, zone: tzinfo) -> str:
+    """The operator's wall-clock time as plotly reads a date. Cached: a range's bucket times repeat across a
+    page's charts and its polls, and converting each one took a fifth of the overview's server time."""
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def time_series(

@@ -156,6 +156,43 @@ def test_a_queue_alone_pages_in_time_order_across_states(client, mirror, r):
     assert seen == expected
 
 
+def test_a_parameter_text_search_looks_through_a_bounded_window_per_page_and_skips_nothing(
+    client, mirror, r, monkeypatch
+):
+    from dashboards import job_search
+
+    monkeypatch.setattr(job_search, "TEXT_SCAN", 10)
+    monkeypatch.setattr(job_search, "PAGE", 2)
+    specs = [
+        JobSpec(task="examples.echo", params={"i": i, "tag": "rare" if i % 7 == 3 else "plain"}) for i in range(40)
+    ]
+    ids = [result.id for result in client.enqueue_many(specs)]
+    mirror.drain()
+    base = datetime.now(UTC) - timedelta(hours=1)
+    for i, job_id in enumerate(ids):  # a batch can share one enqueue instant; here each job has its own
+        Job.objects.filter(id=job_id).update(enqueued_at=base + timedelta(seconds=i))
+    newest_first = list(Job.objects.order_by("-enqueued_at", "-id"))
+    expected = [job.id for job in newest_first if '"rare"' in job.params]
+    assert len(expected) == 6
+    browser = web(*VIEW)
+    seen, query, pages, windows = [], {"text": '"rare"', "queue": "examples.echo"}, 0, 0
+    while True:
+        response = browser.get("/jobs/", query)
+        pages += 1
+        rows = ids_on(response)
+        assert len(rows) <= 2
+        seen += rows
+        if response.context["searched_back_to"] is not None:
+            windows += 1
+            assert "searches older ones" in text(response) and "Search older jobs" in text(response)
+        if not response.context["next_cursor"]:
+            break
+        query = {**query, "cursor": response.context["next_cursor"]}
+    # Every match found once, in order, though no request looked at more than 10 rows: windows without a full
+    # page of matches ended where they stopped looking, and the next page went on from there.
+    assert seen == expected and windows >= 2 and pages >= 4
+
+
 @pytest.mark.parametrize(
     "query, message",
     [
