@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from dashboards import charts
 from dashboards.permissions import view_required
-from dashboards.queue_status import live_workers, queue_statuses
+from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
 from dashboards.rendering import page
 from jobconsole import health
 from jobconsole.metrics import series
@@ -34,12 +34,15 @@ def overview(request: HttpRequest) -> HttpResponse:
     state = health.check()
     by_queue = {q.queue: q for q in state.queues}
     flow = {r.queue: r for r in series.rates()}
+    retrying = retrying_counts([q.name for q in queues])
     for q in queues:
         q.extra["health"] = by_queue.get(q.name)
         q.extra["rate"] = flow.get(q.name)
+        q.extra["retrying"] = retrying[q.name]
     totals = {
         "waiting": sum(q.counts.queued for q in queues),
         "scheduled": sum(q.counts.scheduled for q in queues),
+        "retrying": sum(retrying.values()),
         "running": sum(q.counts.running for q in queues),
         "dead": sum(q.counts.dead for q in queues),
         "workers": len(workers),

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
+from jobconsole.core import task
 from jobconsole.models import AuditLog, DeadLetter
 from tests.helpers import claim
 from tests.mirror_fixtures import *  # noqa: F403
@@ -60,6 +61,23 @@ def test_overview_and_queue_pages_show_counts_and_the_no_workers_badge(client, r
     assert browser.get("/queues/nope/").status_code == 404
     odd = browser.get("/queues/examples.echo/", {"state": "exploded", "cursor": "!!"})
     assert odd.status_code == 200 and "Unknown state" in odd.content.decode()
+
+
+@task(name="tests.retry_later", queue="tests.retry_later", max_retries=3, retry_delay=600)
+def retry_later() -> None:
+    raise RuntimeError("down for maintenance")
+
+
+def test_overview_counts_retrying_jobs_apart_from_delayed_ones(client, mirror, r):
+    client.enqueue("tests.retry_later", delay=600)  # delayed, not retrying
+    retrying = client.enqueue("tests.retry_later").id
+    run_worker(r, ["tests.retry_later"])
+    assert client.get(retrying, history=False).state.value == "retrying"
+    mirror.drain()
+    page = web(*VIEW).get("/")
+    row = next(q for q in page.context["queues"] if q.name == "tests.retry_later")
+    assert (row.counts.scheduled, row.extra["retrying"], page.context["totals"]["retrying"]) == (2, 1, 1)
+    assert "?queue=tests.retry_later&amp;state=retrying" in page.content.decode()
 
 
 def test_queue_pages_cursor_walks_every_job_once(client):
