@@ -1,17 +1,17 @@
 """Searching jobs in the database mirror: the filters (all in the GET query string, so a search is a link) and
 a page of matching rows by keyset cursor on (enqueued_at, id), newest first.
 
-No COUNT over the table and no OFFSET (but a text search's window edge, below): each page is an indexed range read of at most PAGE + 1 rows (the
-indexes on state, queue+state and task end in enqueued_at; a queue alone is read state by state and merged),
-and a cursor stays valid while rows arrive (new jobs come in above it).
+No COUNT over the table and no OFFSET (but a text search's window edge, below): each page is an indexed range
+read of at most PAGE + 1 rows (the indexes on state, queue+state and task end in enqueued_at; a queue alone is
+read state by state and merged), and a cursor stays valid while rows arrive (new jobs come in above it).
 
 Parameter text is a plain LIKE that Django escapes (% and _ match themselves); no index serves a substring, so
-one request searches at most the TEXT_SCAN rows after its cursor (those the other filters leave, or for a
-queue alone, which no index orders by time, of every queue), an OFFSET on an index of enqueue time finding
-the window's edge (the window also holds every row enqueued at the edge's instant: a batch can share one). When
-the window holds fewer matches than a page, the page says how far back it looked and its cursor continues from there: each
-request's work stays bounded (a rare text in a million jobs took a second per request), and nothing is
-skipped, the operator pages on into older jobs.
+one request searches at most the TEXT_SCAN rows after its cursor (those the other filters leave, or for a queue
+alone, which no index orders by time, of every queue), an OFFSET on an index of enqueue time finding the
+window's edge (the window also holds every row enqueued at the edge's instant: a batch can share one). When the
+window holds fewer matches than a page, the page says how far back it looked and its cursor continues from
+there: each request's work stays bounded (a rare text in a million jobs took a second per request), and
+nothing is skipped, the operator pages on into older jobs.
 """
 
 import base64
