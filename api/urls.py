@@ -1,0 +1,5 @@
+"""The API's routes: the native JSON API under v1/ (the seed interfaces and /metrics are mounted beside it)."""
+
+from django.urls import URLPattern, URLResolver
+
+urlpatterns: list[URLPattern | URLResolver] = []
