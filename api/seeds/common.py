@@ -34,6 +34,14 @@ class SeedError(Exception):
         self.message = message
 
 
+class SeedResponse(Exception):
+    """A finished error response (for bodies richer than a message, such as FastAPI's 422 list)."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
 def plain_text(status: int, message: str) -> HttpResponse:
     """Go's http.Error: the message and a newline as text/plain (Jobber, the Go scheduler, Walrus)."""
     response = HttpResponse(message + "\n", status=status, content_type="text/plain; charset=utf-8")
@@ -76,6 +84,8 @@ def seed_view(
                 return inner(request, *args, **kwargs)
             except SeedError as exc:
                 return style(exc.status, exc.message)
+            except SeedResponse as exc:
+                return exc.response
             except Problem as problem:
                 if problem.status == 400:  # the body did not parse: the seed's own 400
                     return style(400, problem.detail)
