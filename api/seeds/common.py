@@ -77,7 +77,9 @@ def seed_view(
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method not in allowed:
-                response = style(405, method_message or f"Method {request.method} not allowed; use {', '.join(allowed)}")
+                response = style(
+                    405, method_message or f"Method {request.method} not allowed; use {', '.join(allowed)}"
+                )
                 response.headers["Allow"] = ", ".join(allowed)
                 return response
             try:

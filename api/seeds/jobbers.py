@@ -213,7 +213,9 @@ def submit_task(request: HttpRequest) -> HttpResponse:
     body = body_object(request)
     name = body.get("name")
     if not isinstance(name, str) or not name:
-        raise unprocessable(["body", "name"], "Field required" if name is None else "Input should be a valid string", name)
+        raise unprocessable(
+            ["body", "name"], "Field required" if name is None else "Input should be a valid string", name
+        )
     job_id = ulid(body["id"], ["body", "id"]) if body.get("id") is not None else None
     version = body.get("version", 0)
     if isinstance(version, bool) or not isinstance(version, int):
@@ -387,9 +389,13 @@ def dead_letter_history(request: HttpRequest, task_id: str) -> HttpResponse:
         raise SeedError(404, TASK_NOT_FOUND)
     history = [
         {
-            "attempt": a.attempt - 1, "error": error_text(_attempt_error(a)), "outcome": a.outcome,
-            "timestamp": iso(a.ended_at), "started_at": iso(a.started_at), "worker": a.worker,
-        }  # fmt: skip
+            "attempt": a.attempt - 1,
+            "error": error_text(_attempt_error(a)),
+            "outcome": a.outcome,
+            "timestamp": iso(a.ended_at),
+            "started_at": iso(a.started_at),
+            "worker": a.worker,
+        }
         for a in job.history
         if a.outcome != "completed"
     ]

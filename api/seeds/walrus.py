@@ -24,7 +24,9 @@ def _run_after(body: dict[str, Any]) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_SECONDS:
-        raise SeedError(400, f"{BAD_BODY}\nrun_after_secs must be a whole number of seconds from 0 to {MAX_DELAY_SECONDS}")
+        raise SeedError(
+            400, f"{BAD_BODY}\nrun_after_secs must be a whole number of seconds from 0 to {MAX_DELAY_SECONDS}"
+        )
     return value
 
 

@@ -147,4 +147,3 @@ def _aware(moment: datetime) -> datetime:
 
 
 __all__ = ["DEFAULT_PRIORITY", "Timing", "add_job", "parse_run_at", "relative_seconds", "state_params", "to_priority"]
-

@@ -24,7 +24,7 @@ def test_jobber_queue_is_201_with_job_id_and_runs(http: Client, r: "redis.Redis"
     assert job(job_id).state is JobState.COMPLETED and job(job_id).result == {"payload": {"to": ["a", 1], "n": None}}
 
 
-def test_jobber_code_variant_on_jobs_is_201_with_jobId(http: Client) -> None:
+def test_jobber_code_variant_on_jobs_is_201_with_job_id_camel(http: Client) -> None:
     response = post(http, "/jobs", {"jobType": "send_email", "payload": {"to": "x@example.com"}})
     assert response.status_code == 201 and set(response.json()) == {"jobId"}
     assert job(response.json()["jobId"]).task == "send_email"

@@ -143,7 +143,11 @@ def test_dead_letters_history_with_timestamps_and_resubmit(http: Client, r: "red
     history = http.get(f"/jobbers/dead-letter-queue/{ids[0]}/history").json()
     assert history["task_id"] == ids[0]
     [entry] = history["history"]
-    assert entry["attempt"] == 0 and entry["error"] == "jobconsole.core.errors.PermanentError: boom 0" and entry["timestamp"].endswith("Z")
+    assert (
+        entry["attempt"] == 0
+        and entry["error"] == "jobconsole.core.errors.PermanentError: boom 0"
+        and entry["timestamp"].endswith("Z")
+    )
     assert http.get(f"/jobbers/dead-letter-queue/{new_job_id()}/history").status_code == 404
 
     response = post(http, "/jobbers/dead-letter-queue/resubmit", {})
@@ -154,7 +158,9 @@ def test_dead_letters_history_with_timestamps_and_resubmit(http: Client, r: "red
     assert job(ids[0]).state is JobState.QUEUED
     response = post(http, "/jobbers/dead-letter-queue/resubmit", {"task_name": "seedtests.boom", "limit": 1})
     assert response.json()["resubmitted"] == 1
-    response = post(http, "/jobbers/dead-letter-queue/resubmit", {"queue": "seedtests.boom", "reset_retry_count": False})
+    response = post(
+        http, "/jobbers/dead-letter-queue/resubmit", {"queue": "seedtests.boom", "reset_retry_count": False}
+    )
     assert response.json()["resubmitted"] == 1
     assert job(ids[1]).state is JobState.QUEUED and job(ids[2]).state is JobState.QUEUED
     assert AuditLog.objects.filter(action="resubmit").count() == 3
