@@ -96,6 +96,9 @@ def seed_view(
                 return style(engine_status(exc), str(exc))
             except RedisFull as exc:
                 return problem_response(Problem(503, str(exc), headers={"Retry-After": "30"}), request)
+            except redis.exceptions.OutOfMemoryError as exc:  # a plain write (a role's queues) while Redis is full
+                detail = f"Redis is full and refused the change ({exc}); nothing was changed."
+                return problem_response(Problem(503, detail, headers={"Retry-After": "30"}), request)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("seed %s %s: Redis unreachable: %s", request.method, request.path, exc)
                 return problem_response(redis_unavailable(exc), request)

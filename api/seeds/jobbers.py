@@ -312,7 +312,10 @@ def task_list(request: HttpRequest) -> HttpResponse:
     keep = Filter(request).keep
     queries = client().queries
     jobs = scan(lambda cursor: queries.jobs(queue, JobState.QUEUED, cursor=cursor, limit=PAGE), keep, limit or 1)
-    jobs.sort(key=(lambda j: j.id) if order_by == "task_id" else (lambda j: (j.enqueued_at is None, j.enqueued_at)))
+    if order_by == "task_id":
+        jobs.sort(key=lambda j: j.id)
+    else:
+        jobs.sort(key=lambda j: j.enqueued_at.timestamp() if j.enqueued_at else 0.0)
     histories = queries.histories([(j.queue, j.id) for j in jobs])
     for job, history in zip(jobs, histories, strict=True):
         job.history = history
@@ -367,7 +370,7 @@ def _dead(queue: str | None, keep: Callable[[Job], bool], limit: int) -> list[Jo
             return queries.jobs(name, JobState.DEAD, cursor=cursor, limit=PAGE)
 
         found += scan(pages, keep, limit)
-    found.sort(key=lambda j: (j.finished_at is not None, j.finished_at), reverse=True)
+    found.sort(key=lambda j: j.finished_at.timestamp() if j.finished_at else 0.0, reverse=True)
     return found[:limit]
 
 

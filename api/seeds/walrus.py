@@ -12,7 +12,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from api.seeds.common import SeedError, client, find_job, plain_text, read_object, seed_view, submit
 from jobconsole.core.client import MAX_DELAY_SECONDS
 from jobconsole.core.editing import edit_job
-from jobconsole.core.errors import JobStateConflict
 from jobconsole.core.job import Job
 
 BAD_BODY = "Request body is not in the right format"
@@ -79,10 +78,6 @@ def _update(job: Job, body: dict[str, Any]) -> HttpResponse:
 
 
 def _delete(job: Job) -> HttpResponse:
-    c = client()
-    outcome = c.store.run(c.store.delete_call(job.queue, job.id, expected_state=job.state))
-    if outcome == "missing":
-        raise SeedError(404, f"job {job.id} not found")
-    if outcome != "deleted":
-        raise JobStateConflict(job.id, outcome.removeprefix("is:"), "delete")
+    # Only while it is still in the state we read: a job that started meanwhile is not deleted (409).
+    client().delete(job.id, job.queue, expected_state=job.state)
     return JsonResponse({"job_id": job.id})

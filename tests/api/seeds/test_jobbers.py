@@ -184,3 +184,43 @@ def test_running_past_its_lease_reads_stalled(http: Client, r: "redis.Redis") ->
     assert http.get(f"/jobbers/task-status/{task_id}").json()["status"] == "started"
     r.zadd("jc:{q:seedtests.typed}:active", {task_id: 1})  # its lease deadline: long past
     assert http.get(f"/jobbers/task-status/{task_id}").json()["status"] == "stalled"
+
+
+def test_runworker_serves_a_roles_queues(http: Client) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="has no queues"):
+        call_command("runworker", "--role", "mailers", "--burst")
+    post(http, "/jobbers/queues/mailers", ["seedtests.typed"])
+    task_id = submit(http)["id"]
+    call_command("runworker", "--role", "mailers", "--burst", "--no-mirror", "--no-maintenance")
+    assert job(task_id).state is JobState.COMPLETED
+    with pytest.raises(CommandError, match="not both"):
+        call_command("runworker", "--role", "mailers", "--queues", "a", "--burst")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("post", "/jobbers/submit-task", {"name": "seedtests.typed", "parameters": {"count": 1}}),
+        ("get", "/jobbers/task-status/01ARZ3NDEKTSV4RRFFQ69G5FAV", None),
+        ("post", "/jobbers/task/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", None),
+        ("get", "/jobbers/task-list?queue=q", None),
+        ("get", "/jobbers/queues", None),
+        ("post", "/jobbers/queues/r", ["q"]),
+        ("get", "/jobbers/roles", None),
+        ("get", "/jobbers/dead-letter-queue", None),
+        ("post", "/jobbers/dead-letter-queue/resubmit", {"queue": "q"}),
+        ("get", "/jobbers/scheduled-tasks?queue=q", None),
+        ("post", "/runqueue/jobs", {"topic": "seedtests.typed", "json": '{"count": 1}'}),
+        ("get", "/runqueue/health", None),
+    ],
+)
+def test_redis_down_is_503_with_retry_after(http: Client, settings: Any, method: str, path: str, body: Any) -> None:
+    from tests.redis_server import free_port
+
+    settings.JOBCONSOLE = {**settings.JOBCONSOLE, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    response = post(http, path, body) if method == "post" else http.get(path)
+    assert response.status_code == 503 and response["Retry-After"], response.content
+    assert response["Content-Type"] == "application/problem+json"
