@@ -28,9 +28,8 @@ from jobconsole import audit
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict
 from jobconsole.core.ids import check_job_id
 from jobconsole.core.job import Job
-from jobconsole.core.keys import NAME_PATTERN
 from jobconsole.core.queries import JobPage
-from jobconsole.core.roles import Roles
+from jobconsole.core.roles import Roles, check_name
 from jobconsole.core.states import JOBBERS_STATUS, JobState
 
 TASK_NOT_FOUND = "Task not found"
@@ -142,9 +141,10 @@ def query_int(request: HttpRequest, name: str, *, default: int | None, low: int,
 
 
 def name_value(value: Any, loc: Sequence[str | int], what: str) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
-        raise unprocessable(loc, f"Input should be a {what} name (letters, digits, '_.-', at most 100)", value)
-    return value
+    try:
+        return check_name(value, what)
+    except InvalidJob as exc:
+        raise unprocessable(loc, str(exc), value) from None
 
 
 def json_body(request: HttpRequest) -> Any:

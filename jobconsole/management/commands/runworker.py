@@ -18,8 +18,8 @@ from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.checks import TAG
 from jobconsole.conf import bulk_config, get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
-from jobconsole.core.keys import NAME_PATTERN
-from jobconsole.core.roles import Roles
+from jobconsole.core.errors import InvalidJob
+from jobconsole.core.roles import Roles, check_name
 from jobconsole.engine import get_redis
 
 
@@ -48,8 +48,10 @@ class Command(BaseCommand):
     def role_queues(self, role: str) -> list[str]:
         if not role:
             return []
-        if not NAME_PATTERN.match(role):
-            raise CommandError(f"invalid role name {role!r}")
+        try:
+            check_name(role, "role")
+        except InvalidJob as exc:
+            raise CommandError(str(exc)) from None
         queues = Roles(get_redis()).queues(role)
         if not queues:
             raise CommandError(f"role {role!r} has no queues: set them with POST /jobbers/queues/{role}")
