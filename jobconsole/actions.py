@@ -162,7 +162,7 @@ def delete(user: User, job_id: str, reason: str = "") -> Outcome:
                 return _refused(user, "delete", job_id, queue, reason, exc)
     rows, _ = JobRow.objects.filter(id=job_id).delete()
     if not queue and not rows:
-        return Outcome(False, f"Job {job_id} was already gone from Redis and the database.")
+        return Outcome(False, f"Job {job_id} was already gone from Redis and the database.", JobNotFound(job_id))
     audit.record(user, "delete", job_ids=[job_id], queue=queue, reason=reason,
                  detail={"in_redis": bool(queue)})  # fmt: skip
     return Outcome(True, f"Job {job_id} is deleted{'' if queue else ' from the database (Redis had dropped it)'}.")

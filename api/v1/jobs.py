@@ -86,6 +86,13 @@ def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
             f"Unknown task {body['task']!r}: no task of that name is registered (registered: {known}).",
             errors=[{"field": f"{prefix}task", "message": "is not a registered task"}],
         )
+    queue = body.get("queue")
+    if queue is not None and queue not in _known_queues():
+        raise Problem(
+            422,
+            f"Unknown queue {queue!r}: no task is registered on it and no job has used it (no worker would take it).",
+            errors=[{"field": f"{prefix}queue", "message": "is not a known queue"}],
+        )
     run_at = parse_datetime(body["run_at"]) if "run_at" in body else None
     spec = JobSpec(
         task=body["task"], params=body.get("params"), id=body.get("id"), queue=body.get("queue"),
@@ -100,6 +107,11 @@ def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
         error = {"field": place or "(body)", "message": str(exc)}
         raise Problem(422, f"The job is not valid: {exc}.", errors=[error]) from None
     return spec
+
+
+def _known_queues() -> set[str]:
+    client = get_client()
+    return {t.queue for t in client.registry.all()} | set(client.queries.queues())
 
 
 def _redis_full(exc: RedisFull) -> Problem:

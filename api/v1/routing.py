@@ -16,7 +16,7 @@ from django.urls import URLPattern, path
 
 from api.auth import authenticate
 from api.models import ApiToken
-from api.problems import Problem, api_view, read_json
+from api.problems import Problem, api_view, problem_response, read_json
 from api.v1 import idempotency
 from api.v1.schema import Schema, validate
 
@@ -238,7 +238,15 @@ def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> Ht
     key = request.headers.get("Idempotency-Key") if op.idempotent else None
     if key is None:
         return reply_response(op.handler(call))
-    return idempotency.once(token, op.operation_id, key, request.body, lambda: reply_response(op.handler(call)))
+    return idempotency.once(token, op.operation_id, key, request.body, lambda: _answer(op, call))
+
+
+def _answer(op: Operation, call: Call) -> HttpResponse:
+    """The handler's reply, or its refusal, as a response (a refusal is replayed to a retry like a success)."""
+    try:
+        return reply_response(op.handler(call))
+    except Problem as problem:
+        return problem_response(problem, call.request)
 
 
 def _view_for(ops: list[Operation]) -> Callable[..., HttpResponse]:
