@@ -8,7 +8,7 @@ from django.test import Client
 
 import tests.api.v1.tasks  # noqa: F401  (registers the API tests' tasks)
 from api.models import ApiToken
-from tests.mirror_fixtures import engine_settings, mirror  # noqa: F401
+from tests.mirror_fixtures import *  # noqa: F403  (engine_settings, mirror)
 
 BASE = "/api/v1"
 
