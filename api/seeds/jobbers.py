@@ -24,7 +24,7 @@ from api.seeds.common import (
     read_body,
     seed_view,
 )
-from jobconsole import audit
+from jobconsole import actions, audit
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict
 from jobconsole.core.ids import check_job_id
 from jobconsole.core.job import Job
@@ -256,12 +256,12 @@ def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
 
 
 def _cancel(request: HttpRequest, job_id: str) -> Job:
-    """Cancel a waiting job at once, or ask a running one to stop; JobNotFound, JobStateConflict."""
-    c = client()
-    job = c.get(job_id, history=False)
-    c.cancel(job.id, job.queue)
-    audit.record(None, "cancel", job_ids=[job.id], queue=job.queue, actor=actor(request), reason="Jobbers API")
-    return c.get(job.id, job.queue, history=False)
+    """Cancel a waiting job at once, or ask a running one to stop (the console's action, audited under the
+    caller's name); raises the engine's refusal: JobNotFound, JobStateConflict."""
+    outcome = actions.cancel(actor(request), job_id, "Jobbers API")
+    if outcome.refusal is not None:
+        raise outcome.refusal
+    return client().get(job_id, history=False)
 
 
 @view(["POST"], scope="operate", style=fastapi_detail)
