@@ -6,7 +6,7 @@ A project sets them in its settings module as a dict, e.g.
 
 Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
 it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX, METRICS,
-HEALTH and BULK merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
+HEALTH, BULK and API merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
 
 The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
 Django's setting_changed signal, as tests make, clears the cache). Unknown keys, wrong types and
@@ -190,6 +190,23 @@ SETTINGS: tuple[Setting, ...] = (
         "bulk operations one runworker's system worker runs at once",
         env="JOBCONSOLE_BULK_CONCURRENCY",
     ),
+    Setting(
+        "API.ANONYMOUS_SEEDS",
+        False,
+        "the seed systems' interfaces answer callers without a token (the seeds had none); the native API never does",
+        env="JOBCONSOLE_API_ANONYMOUS_SEEDS",
+    ),
+    Setting("API.MAX_BODY_BYTES", 1_048_576, "largest request body the API reads; a larger one is a 413"),
+    Setting("API.MAX_BATCH", 1000, "most jobs one batch submission may carry"),
+    Setting("API.PAGE_SIZE", 50, "jobs or dead letters a list returns when the request names no limit"),
+    Setting("API.MAX_PAGE_SIZE", 500, "most jobs or dead letters one page of a list may hold"),
+    Setting(
+        "API.BULK_THRESHOLD",
+        200,
+        "a resubmit or purge by the API over more dead letters than this runs as a tracked bulk operation",
+    ),
+    Setting("API.IDEMPOTENCY_TTL", float(DAY), "seconds an Idempotency-Key's first response is kept for its replays"),
+    Setting("API.RETRY_AFTER", 5, "seconds the Retry-After header of a 503 (Redis unreachable) asks clients to wait"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -241,6 +258,17 @@ class BulkConfig(TypedDict):
     CONCURRENCY: int
 
 
+class ApiConfig(TypedDict):
+    ANONYMOUS_SEEDS: bool
+    MAX_BODY_BYTES: int
+    MAX_BATCH: int
+    PAGE_SIZE: int
+    MAX_PAGE_SIZE: int
+    BULK_THRESHOLD: int
+    IDEMPOTENCY_TTL: float
+    RETRY_AFTER: int
+
+
 class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
@@ -258,6 +286,7 @@ class Config(TypedDict):
     METRICS: MetricsConfig
     HEALTH: HealthConfig
     BULK: BulkConfig
+    API: ApiConfig
 
 
 def _is_kind(value: object, kind: Kind) -> bool:
@@ -392,6 +421,10 @@ def health_config() -> HealthConfig:
 
 def bulk_config() -> BulkConfig:
     return get_config()["BULK"]
+
+
+def api_config() -> ApiConfig:
+    return get_config()["API"]
 
 
 def retention() -> Retention:

@@ -91,7 +91,15 @@ def main() -> int:
     VAR.mkdir(parents=True, exist_ok=True)
     # DEBUG on (unless the caller says otherwise): this is the local stack, and with DEBUG the settings make
     # and keep a SECRET_KEY of the checkout's own in var/secret_key.
-    env = {"DEBUG": "1", **os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "project.settings"}
+    # The seed systems had no authentication: their clients and tests work against this loopback-only stack
+    # as they are (a deployment leaves it off, and needs a token there).
+    env = {
+        "DEBUG": "1",
+        "JOBCONSOLE_API_ANONYMOUS_SEEDS": "1",
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+    }
     workers = worker_count()
     demo = os.environ.get("DEMO", "").strip().lower() in TRUE
     port = os.environ.get("PORT", "8000")
@@ -105,6 +113,12 @@ def main() -> int:
         print(manage("ensureadmin", env=env).stdout, end="", flush=True)
         supervisor.services[:0] = services(env, port, workers, demo)
         say(f"console: http://127.0.0.1:{port}/   admin: http://127.0.0.1:{port}/admin/")
+        anonymous = env["JOBCONSOLE_API_ANONYMOUS_SEEDS"].strip().lower() in TRUE
+        say(
+            "seed interfaces (/jobber/, /jobs, /schedule/, /jobbers/...): "
+            + ("open to callers without a token (JOBCONSOLE_API_ANONYMOUS_SEEDS=1)" if anonymous else "token required")
+            + "; the native API /api/v1/ always needs one (manage.py apitoken create --name me --scope operate)"
+        )
         say(f"{workers} worker{'s' if workers != 1 else ''}; demo load {'on' if demo else 'off (make run DEMO=1)'}")
         say("try: .venv/bin/python manage.py enqueue examples.echo '{\"x\": 1}'   (Ctrl-C stops everything)")
         return supervisor.run()

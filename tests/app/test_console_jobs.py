@@ -159,10 +159,10 @@ def test_a_queue_alone_pages_in_time_order_across_states(client, mirror, r):
 def test_a_parameter_text_search_looks_through_a_bounded_window_per_page_and_skips_nothing(
     client, mirror, r, monkeypatch
 ):
-    from dashboards import job_search
+    from jobconsole import search
 
-    monkeypatch.setattr(job_search, "TEXT_SCAN", 10)
-    monkeypatch.setattr(job_search, "PAGE", 2)
+    monkeypatch.setattr(search, "TEXT_SCAN", 10)
+    monkeypatch.setattr(search, "PAGE", 2)
     specs = [
         JobSpec(task="examples.echo", params={"i": i, "tag": "rare" if i % 7 == 3 else "plain"}) for i in range(40)
     ]
