@@ -3,8 +3,12 @@ must be what happened (counts per queue, task and status, latency buckets, depth
 mirror leader's rollup moved minutes to the database, and only since 00:00 UTC. Access by token or from loopback
 when allowed; Redis down is a 503."""
 
+import os
+import threading
 import time
-from typing import Any
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from django.test import Client as HttpClient
@@ -15,7 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.models import ApiToken
 from jobconsole.core import Client
 from jobconsole.core.keys import queue_keys
-from jobconsole.metrics import rollup
+from jobconsole.metrics import otlp, rollup
+from jobconsole.mirror.leader import Leadership
+from jobconsole.mirror.service import leader_chores
 from jobconsole.models import MetricsCursor
 from tests.helpers import wait_for, worker_in_thread
 from tests.mirror_fixtures import *  # noqa: F403
@@ -262,3 +268,142 @@ def test_every_documented_metric_is_exposed(client: Client, r: Any, token: str) 
     exposed = {name.removesuffix("_total") for name in families} | families
     assert {d.removesuffix("_total") for d in documented} <= exposed
     assert {f.removesuffix("_total") for f in families} <= {d.removesuffix("_total") for d in documented}
+
+
+# --- OpenTelemetry ---------------------------------------------------------------------------------
+
+
+class Receiver:
+    """A tiny OTLP/HTTP receiver: an http.server in a thread keeping each POST's path, headers and body."""
+
+    def __init__(self, status: int = 200) -> None:
+        received: list[tuple[str, dict[str, str], bytes]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def request(self, i: int = -1) -> Any:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+        return ExportMetricsServiceRequest.FromString(self.received[i][2])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    found = Receiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", found.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-scope=jobs")
+    yield found
+    found.close()
+
+
+def otlp_points(request: Any) -> dict[str, list[Any]]:
+    """Metric name -> its data points, from an ExportMetricsServiceRequest."""
+    out: dict[str, list[Any]] = {}
+    for rm in request.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                kind = m.WhichOneof("data")
+                out[m.name] = [(kind, m.unit, p) for p in getattr(m, kind).data_points]
+    return out
+
+
+def attributes(point: Any) -> dict[str, str]:
+    return {a.key: a.value.string_value for a in point.attributes}
+
+
+def test_otlp_export_over_http_protobuf_carries_what_happened(client: Client, r: Any, receiver: Receiver) -> None:
+    run_real_jobs(client, r)
+    export = otlp.from_environment()
+    assert export is not None and export.export()
+    [(path, headers, _)] = receiver.received
+    assert path == "/v1/metrics" and headers["content-type"] == "application/x-protobuf"
+    assert headers["x-scope"] == "jobs"  # OTEL_EXPORTER_OTLP_HEADERS reached the request
+    request = receiver.request()
+    service = {a.key: a.value.string_value for a in request.resource_metrics[0].resource.attributes}
+    assert service["service.name"] == "jobconsole"
+    points = otlp_points(request)
+
+    def find(name: str, **labels: str) -> Any:
+        [(kind, unit, point)] = [(k, u, p) for k, u, p in points[name] if labels.items() <= attributes(p).items()]
+        return kind, unit, point
+
+    kind, unit, point = find("tasks_processed", task="examples.fail", status="failed")
+    assert kind == "sum" and point.as_int == 3 and unit == "1"
+    midnight = client.queries.now_ms() // 86_400_000 * 86_400 * 10**9
+    assert point.start_time_unix_nano == midnight and point.time_unix_nano > midnight
+    assert find("tasks_dead_lettered", task="examples.fail")[2].as_int == 1
+    assert find("jobs_submitted_total", type="examples.echo")[2].as_int == 3
+    kind, unit, point = find("execution_time", task="examples.echo", status="completed")
+    assert kind == "histogram" and unit == "ms" and point.count == 3 and not point.HasField("sum")
+    assert sum(point.bucket_counts) == 3 and list(point.explicit_bounds[:3]) == [0.0, 1.0, 3.0]
+    assert len(point.bucket_counts) == len(point.explicit_bounds) + 1
+    kind, unit, point = find("job_duration_seconds", type="examples.fail")
+    assert unit == "s" and point.count == 3 and point.HasField("sum") and point.explicit_bounds[1] == 0.001
+    kind, _, point = find("jobconsole_queue_jobs", queue="examples.fail", state="dead")
+    assert kind == "gauge" and point.as_int == 1
+
+
+def test_the_mirror_leader_exports_as_a_chore(client: Client, r: Any, receiver: Receiver) -> None:
+    run_real_jobs(client, r)
+    chores = leader_chores(cast(Leadership, SimpleNamespace(leader=True)))
+    assert "OpenTelemetry metrics export" in [c.name for c in chores.chores]
+    chores.run_due()  # wakes the export thread and returns
+    wait_for(lambda: receiver.received, timeout=20)
+    assert otlp_points(receiver.request())["tasks_selected"]
+
+
+def test_no_export_unless_the_environment_asks_for_one(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert otlp.wanted()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not otlp.wanted() and otlp.from_environment() is None
+    monkeypatch.delenv("OTEL_SDK_DISABLED")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    assert not otlp.wanted()
+    monkeypatch.delenv("OTEL_METRICS_EXPORTER")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    assert not otlp.wanted()
+    assert "OpenTelemetry metrics export" not in [
+        c.name for c in leader_chores(cast(Leadership, SimpleNamespace(leader=True))).chores
+    ]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"{receiver.url}/v1/metrics")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with caplog.at_level("WARNING"):
+        assert otlp.from_environment() is None
+    assert "'http/json' is not supported" in caplog.text
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "15000")
+    assert otlp.interval() == 15.0
+
+
+def test_a_collector_that_refuses_is_a_failed_export_not_an_error(client: Client, monkeypatch: Any) -> None:
+    refusing = Receiver(status=400)
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.url)
+        export = otlp.from_environment()
+        assert export is not None and export.export() is False
+        assert len(refusing.received) == 1
+    finally:
+        refusing.close()
