@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -29,6 +30,9 @@ from tests.mirror_fixtures import run_worker
 from tests.redis_server import free_port
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+METRICS_DOC = DOCS / "metrics.md"
 
 type Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -257,17 +261,34 @@ def test_redis_down_is_503_with_retry_after(settings: Any, token: str) -> None:
     assert "Redis" in response.json()["detail"]
 
 
-def test_every_documented_metric_is_exposed(client: Client, r: Any, token: str) -> None:
-    """docs/metrics.md's table and the exposition name the same families."""
-    from pathlib import Path
+def documented_metrics() -> set[str]:
+    """The first column of docs/metrics.md's table of metrics."""
+    return {line.split("`")[1] for line in METRICS_DOC.read_text().splitlines() if line.startswith("| `")}
 
+
+def test_docs_list_every_exposed_metric_and_no_other(client: Client, r: Any, token: str) -> None:
     run_real_jobs(client, r)
-    families = {f.name for f in text_string_to_metric_families(scrape(token).content.decode())}
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
-    documented = {line.split("`")[1] for line in doc.splitlines() if line.startswith("| `")}
-    exposed = {name.removesuffix("_total") for name in families} | families
-    assert {d.removesuffix("_total") for d in documented} <= exposed
-    assert {f.removesuffix("_total") for f in families} <= {d.removesuffix("_total") for d in documented}
+    exposed = {
+        f.name.removesuffix("_total")
+        for f in text_string_to_metric_families(scrape(token).content.decode())
+        if not f.name.endswith("_created")  # the 0.0.4 format writes each counter's start as a gauge of its own
+    }
+    assert exposed == {name.removesuffix("_total") for name in documented_metrics()}
+
+
+def test_the_keda_example_queries_the_depth_gauge_the_endpoint_exposes(client: Client, r: Any, token: str) -> None:
+    yaml = pytest.importorskip("yaml")
+    [scaled] = [d for d in yaml.safe_load_all((DOCS / "deploy" / "keda.yaml").read_text()) if d]
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1" and scaled["kind"] == "ScaledObject"
+    [trigger] = scaled["spec"]["triggers"]
+    assert trigger["type"] == "prometheus"
+    query = trigger["metadata"]["query"]
+    assert "jobconsole_queue_jobs{" in query and 'state=~"waiting|running"' in query
+    assert float(trigger["metadata"]["threshold"]) > 0
+    client.enqueue("examples.echo", {}, queue="emails")
+    found = samples(scrape(token).content.decode())
+    assert value(found, "jobconsole_queue_jobs", queue="emails", state="waiting") == 1
+    assert value(found, "jobconsole_queue_jobs", queue="emails", state="running") == 0
 
 
 # --- OpenTelemetry ---------------------------------------------------------------------------------
