@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.models import ApiToken
 from jobconsole.core import Client
 from jobconsole.core.keys import queue_keys
-from jobconsole.metrics import otlp, rollup
+from jobconsole.metrics import otlp, rollup, totals
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.service import leader_chores
 from jobconsole.models import MetricsCursor
@@ -196,6 +196,25 @@ def test_totals_count_since_midnight_and_a_rollup_moves_minutes_without_changing
     later = samples(scrape(token).content.decode())
     assert value(later, "jobs_submitted_total", type="examples.echo", priority="all") == 10 + 5 + 3 + 1
     assert value(later, "tasks_processed_total", **completed) == 4 + 3 + 1
+
+
+def test_a_cursor_far_behind_reads_the_minutes_after_it_from_redis(client: Client, r: Any, token: str) -> None:
+    now = minute_now(client)
+    if now % 1440 < 50:
+        pytest.skip("needs 50 minutes of today behind it")
+    stats = queue_keys("examples.echo").stats
+    counts = {now - 48: 1, now - 40: 2, now - 20: 4, now - 2: 8}
+    r.hset(stats, mapping={f"{m}|enqueued|examples.echo": n for m, n in counts.items()})
+    client.queries.store.register_queues(["examples.echo"])
+    # A rollup that stopped 45 minutes ago: the minute before it is in the database, the rest only in Redis.
+    rollup.copy_minutes("examples.echo", client.queries.minute_counts("examples.echo", now - 50, now - 45), now - 50,
+                        now - 45)  # fmt: skip
+    assert totals.LIVE_LIMIT < 45
+    submitted = {"type": "examples.echo", "priority": "all"}
+    assert value(samples(scrape(token).content.decode()), "jobs_submitted_total", **submitted) == 15
+    rollup.rollup(client.queries)  # catches up: the same total, now mostly from the database
+    assert MetricsCursor.objects.get(queue="examples.echo").flushed_through >= now - 2
+    assert value(samples(scrape(token).content.decode()), "jobs_submitted_total", **submitted) == 15
 
 
 def test_workers_are_counted_while_they_run(client: Client, r: Any, token: str) -> None:
