@@ -72,3 +72,17 @@ class ApiToken(models.Model):
     def actor(self) -> str:
         """How the audit log names the caller."""
         return f"api:{self.name}"
+
+
+class SubmittedJob(models.Model):
+    """Which token submitted a job: a submit-only token reads its own jobs and no others'."""
+
+    job_id = models.CharField(max_length=26, primary_key=True)
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="jobs")
+    submitted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["token", "submitted_at"], name="api_submitted_token_time")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} by {self.token_id}"

@@ -125,13 +125,53 @@ def read_json_value(request: HttpRequest, *, content_types: Callable[[str], bool
     except UnicodeDecodeError as exc:
         raise Problem(400, f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates)
     except json.JSONDecodeError as exc:
         raise Problem(400, f"The body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
-    except ValueError as exc:  # NaN / Infinity, or a number too long to convert
+    except ValueError as exc:  # NaN / Infinity, a duplicate key, an integer of more than 4,300 digits
         raise Problem(400, f"The body is not valid JSON: {exc}.") from None
     except RecursionError:
-        raise Problem(400, "The body is not valid JSON: it is nested too deeply.") from None
+        raise Problem(400, f"The body is nested more than {MAX_DEPTH} levels deep.") from None
+    _check_depth_and_text(value)
+    return value
+
+
+MAX_DEPTH = 64  # arrays and objects inside each other; legitimate job parameters come nowhere near
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in found:
+            raise ValueError(f"the key {key[:50]!r} appears twice in one object")
+        found[key] = item
+    return found
+
+
+def _check_depth_and_text(value: Any) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and strings that are not Unicode text (a lone surrogate escape such
+    as "\\ud800" parses, but cannot be stored or encoded again). Iterative: a deep body cannot exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                raise Problem(400, f"The body is nested more than {MAX_DEPTH} levels deep.")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    _check_text(key)
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Problem(400, "The body holds a lone surrogate escape (such as \\ud800): not Unicode text.") from None
 
 
 def _refuse_constant(name: str) -> Any:

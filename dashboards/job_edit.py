@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 
-from dashboards.job_actions import RESUBMITTABLE, Edit
 from dashboards.job_detail import JobDetail
+from jobconsole.actions import RESUBMITTABLE, Edit
 from jobconsole.core import JobState
 
 EDITABLE_STATES = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING}) | RESUBMITTABLE

@@ -10,7 +10,7 @@ from jobconsole.models import AuditLog
 
 
 def record(
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: AbstractBaseUser | AnonymousUser | str | None,
     action: str,
     *,
     job_ids: Sequence[str] = (),
@@ -22,6 +22,8 @@ def record(
     actor: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> AuditLog:
+    if isinstance(user, str):  # a caller that is no Django user, by its name (an API token: "api:<name>")
+        actor, user = actor or user, None
     authenticated = user is not None and user.is_authenticated
     return AuditLog.objects.create(
         user=user if authenticated else None,  # type: ignore[misc]

@@ -9,12 +9,12 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from dashboards import job_actions
-from dashboards.job_actions import Outcome, User
 from dashboards.job_detail import JobDetail, load
 from dashboards.job_edit import JobEditForm, editable
 from dashboards.permissions import operate_required, purge_required, view_required
 from dashboards.rendering import page
+from jobconsole import actions as job_actions
+from jobconsole.actions import Outcome, User
 from jobconsole.core import InvalidJob, JobState
 from jobconsole.core.ids import check_job_id
 

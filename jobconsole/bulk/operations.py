@@ -41,7 +41,18 @@ RETRYABLE = [s.value for s in (JobState.SCHEDULED, JobState.RETRYING, JobState.D
                                JobState.DROPPED, JobState.CANCELLED)]  # fmt: skip
 CANCELLABLE = [s.value for s in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)]
 
-type User = Any  # request.user: a User or an AnonymousUser (django-stubs types it as neither)
+# request.user: a User or an AnonymousUser (django-stubs types it as neither); or the name of a caller that is no
+# Django user (an API token, "api:<name>"), whose scope the HTTP API checked instead of the admin's permissions.
+type User = Any
+
+
+def _permitted(spec: KindSpec, user: User) -> None:
+    if not isinstance(user, str) and not spec.allowed(user):
+        raise PermissionDenied(f"You may not {spec.label.lower()}.")
+
+
+def _actor(user: User) -> str:
+    return user if isinstance(user, str) else user.get_username() or "anonymous"
 
 
 class ConfirmError(ValueError):
@@ -177,8 +188,7 @@ def confirm(token: str, *, user: User, options: Mapping[str, Any], reason: str =
     except signing.BadSignature:
         raise ConfirmError("This confirmation is not valid (altered, or made elsewhere): preview again.") from None
     spec = kind_spec(data["k"])
-    if not spec.allowed(user):
-        raise PermissionDenied(f"You may not {spec.label.lower()}.")
+    _permitted(spec, user)
     digest = hashlib.sha256(token.encode()).hexdigest()
     existing = BulkOperation.objects.filter(confirmation=digest).first()
     if existing is not None:
@@ -212,8 +222,7 @@ def start_from_rows(
 ) -> BulkOperation:
     """An operation over rows chosen elsewhere (the admin's selected or filtered rows), frozen now."""
     spec = kind_spec(kind)
-    if not spec.allowed(user):
-        raise PermissionDenied(f"You may not {spec.label.lower()}.")
+    _permitted(spec, user)
     items = frozen_items(spec, eligible(spec, rows))
     if not items:
         raise ConfirmError("Nothing to do: none of the selected rows can take this action.")
@@ -257,10 +266,10 @@ def _create(
     listed: tuple[str, ...] = (),
 ) -> BulkOperation:
     size = bulk_config()["CHUNK"]
-    authenticated = user.is_authenticated
+    authenticated = not isinstance(user, str) and user.is_authenticated
     with transaction.atomic():
         operation = BulkOperation.objects.create(
-            kind=spec.kind, user=user if authenticated else None, actor=user.get_username() or "anonymous",
+            kind=spec.kind, user=user if authenticated else None, actor=_actor(user),
             selection=selection, options=options, reason=reason, confirmation=confirmation, stamp=new_job_id(),
             previewed=previewed, total=len(items), chunks=(len(items) + size - 1) // size,
         )  # fmt: skip
@@ -290,9 +299,8 @@ def _one_queue(items: list[list[Any]]) -> str:
 def request_cancel(operation: BulkOperation, user: User) -> BulkOperation:
     """Stop the operation: at once while it waits, else between two chunks (the chunk under way finishes)."""
     spec = kind_spec(operation.kind)
-    if not spec.allowed(user):
-        raise PermissionDenied(f"You may not {spec.label.lower()}.")
-    actor = user.get_username() or "anonymous"
+    _permitted(spec, user)
+    actor = _actor(user)
     ops = BulkOperation.objects.filter(pk=operation.pk)
     with transaction.atomic():
         waiting = ops.filter(status=BulkOperation.Status.PENDING).update(
@@ -312,8 +320,7 @@ def resume(operation: BulkOperation, user: User) -> BulkOperation:
     """Enqueue the operation's system job again, to go on from its first chunk not done. For an operation that
     failed for good, or whose system job was lost; while its system job lives, this does nothing."""
     spec = kind_spec(operation.kind)
-    if not spec.allowed(user):
-        raise PermissionDenied(f"You may not {spec.label.lower()}.")
+    _permitted(spec, user)
     if operation.status in (BulkOperation.Status.DONE, BulkOperation.Status.CANCELLED):
         raise ConfirmError(f"This operation is {operation.status}; there is nothing to resume.")
     with transaction.atomic():

@@ -58,7 +58,12 @@ def test_a_vendor_json_type_is_json() -> None:
         ("null", "application/json", 400, "not null"),
         ('{"a": NaN}', "application/json", 400, "NaN"),
         (b'{"a": "\xff"}', "application/json", 400, "not UTF-8"),
-        ("[" * 100_000 + "]" * 100_000, "application/json", 400, "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "application/json", 400, "nested more than"),
+        ("[" * 65 + "]" * 65, "application/json", 400, "nested more than"),
+        ('{"a": 1, "a": 2}', "application/json", 400, "appears twice"),
+        ('{"a": "\\ud800"}', "application/json", 400, "surrogate"),
+        ('{"a": ' + "9" * 5000 + "}", "application/json", 400, "not valid JSON"),
+        ("{} x", "application/json", 400, "Extra data"),
     ],
 )
 def test_bad_bodies_are_4xx_saying_what_is_wrong(body: str, content_type: str, status: int, says: str) -> None:

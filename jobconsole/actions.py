@@ -22,7 +22,8 @@ from jobconsole.models import Job as JobRow
 
 RECOVER_BATCH = 200
 
-type User = AbstractBaseUser | AnonymousUser
+# Who acts: a Django user (the console, the admin), or the name of a caller that is none (an API token).
+type User = AbstractBaseUser | AnonymousUser | str
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class Outcome:
 
     ok: bool
     message: str
+    refusal: JobQueueError | None = None  # why the engine refused, for callers that answer by kind (the HTTP API)
 
 
 def why_refused(exc: JobQueueError) -> str:
@@ -56,7 +58,7 @@ def _refused(user: User, action: str, job_id: str, queue: str, reason: str, exc:
     why = why_refused(exc)
     audit.record(user, action, job_ids=[job_id], queue=queue, count=0, refused=1, reason=reason,
                  detail={"refused": {job_id: why}})  # fmt: skip
-    return Outcome(False, f"Nothing was done to job {job_id}: {why}.")
+    return Outcome(False, f"Nothing was done to job {job_id}: {why}.", exc)
 
 
 def retry(user: User, job_id: str, reason: str = "", *, reset_attempts: bool = False) -> Outcome:
@@ -108,6 +110,7 @@ def recover(user: User, job_id: str, reason: str = "") -> Outcome:
             f"Job {job_id} was not requeued: its lease is still valid, so its worker may still be running it. "
             "Once the lease runs out (the worker stops renewing the lease of a stalled task) the recoverer "
             "requeues it, or press this again then.",
+            JobStateConflict(job_id, "running with a valid lease", "recover"),
         )
     requeued, ended = recover_expired(queue)
     audit.record(user, "recover", job_ids=[*requeued, *ended], queue=queue, reason=reason,
@@ -159,7 +162,7 @@ def delete(user: User, job_id: str, reason: str = "") -> Outcome:
                 return _refused(user, "delete", job_id, queue, reason, exc)
     rows, _ = JobRow.objects.filter(id=job_id).delete()
     if not queue and not rows:
-        return Outcome(False, f"Job {job_id} was already gone from Redis and the database.")
+        return Outcome(False, f"Job {job_id} was already gone from Redis and the database.", JobNotFound(job_id))
     audit.record(user, "delete", job_ids=[job_id], queue=queue, reason=reason,
                  detail={"in_redis": bool(queue)})  # fmt: skip
     return Outcome(True, f"Job {job_id} is deleted{'' if queue else ' from the database (Redis had dropped it)'}.")
@@ -186,7 +189,7 @@ def edit_and_retry(user: User, job_id: str, edit: Edit) -> Outcome:
     attempt count the operator saw (else nothing changes and the message says the job moved on)."""
     queue = queue_of(job_id)
     if queue is None:
-        return Outcome(False, f"Nothing was changed: Redis no longer holds job {job_id}.")
+        return Outcome(False, f"Nothing was changed: Redis no longer holds job {job_id}.", JobNotFound(job_id))
     resubmit = edit.expected_state in RESUBMITTABLE
     changes: dict[str, object] = {}
     if edit.params is not None:
@@ -194,7 +197,9 @@ def edit_and_retry(user: User, job_id: str, edit: Edit) -> Outcome:
     if edit.priority is not None:
         changes["priority"] = edit.priority
     if not changes and not resubmit:
-        return Outcome(False, "Nothing was changed: the parameters and priority are as they were.")
+        return Outcome(
+            False, "Nothing was changed: the parameters and priority are as they were.", InvalidJob("nothing to change")
+        )
     try:
         result = edit_job(
             get_client(), job_id, queue=queue, expected_state=edit.expected_state,
@@ -206,9 +211,10 @@ def edit_and_retry(user: User, job_id: str, edit: Edit) -> Outcome:
             False,
             f"Nothing was changed: the job moved on since this page was loaded (it was {edit.expected_state} "
             f"after {edit.expected_attempts} attempt(s); it is now {exc.state}). Here it is as it is now.",
+            exc,
         )
     except (JobNotFound, DuplicateJob, InvalidJob) as exc:
-        return Outcome(False, f"Nothing was changed: {why_refused(exc)}.")
+        return Outcome(False, f"Nothing was changed: {why_refused(exc)}.", exc)
     action = "resubmit_edited" if resubmit else "edit_job"
     audit.record(user, action, job_ids=[job_id], queue=queue, reason=edit.reason,
                  detail={"changes": {k: str(v) for k, v in changes.items()}, "state": str(result.state),

@@ -1,0 +1,188 @@
+"""JSON Schema (the 2020-12 subset OpenAPI 3.1 uses): builders for the API's definitions, and the validator the
+views check requests with. The OpenAPI document is built from the same dicts, so what it promises is what is
+enforced.
+
+The validator knows the keywords these builders write: type, enum, const, minimum, maximum, minLength,
+maxLength, pattern, format (date-time, ulid), properties, required, additionalProperties, items, minItems,
+maxItems, anyOf. Each error names its place (`jobs[2].priority`) and says what is wrong, in the API's words.
+"""
+
+import re
+from datetime import datetime
+from typing import Any
+
+Schema = dict[str, Any]
+
+ULID_PATTERN = "^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$"
+NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,100}$"  # queue and task names, as the engine accepts them
+
+
+def string(description: str = "", **keywords: Any) -> Schema:
+    return _described({"type": "string", **keywords}, description)
+
+
+def integer(description: str = "", **keywords: Any) -> Schema:
+    return _described({"type": "integer", **keywords}, description)
+
+
+def number(description: str = "", **keywords: Any) -> Schema:
+    return _described({"type": "number", **keywords}, description)
+
+
+def boolean(description: str = "", **keywords: Any) -> Schema:
+    return _described({"type": "boolean", **keywords}, description)
+
+
+def nullable(schema: Schema) -> Schema:
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*kinds, "null"]}
+
+
+def array(items: Schema, description: str = "", **keywords: Any) -> Schema:
+    return _described({"type": "array", "items": items, **keywords}, description)
+
+
+def obj(
+    properties: dict[str, Schema], required: tuple[str, ...] = (), description: str = "", *, extra: bool = False
+) -> Schema:
+    """An object with these properties; others are refused unless `extra`."""
+    schema: Schema = {"type": "object", "properties": properties, "additionalProperties": extra}
+    if required:
+        schema["required"] = list(required)
+    return _described(schema, description)
+
+
+def any_object(description: str = "") -> Schema:
+    return _described({"type": "object"}, description)
+
+
+def ref(name: str) -> Schema:
+    """A reference to a named response schema (components/schemas). Request schemas are kept inline."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _described(schema: Schema, description: str) -> Schema:
+    if description:
+        schema["description"] = description
+    return schema
+
+
+# --- validation ---------------------------------------------------------------------------------------------
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
+          "object": "an object", "array": "an array", "null": "null"}  # fmt: skip
+
+
+def _is(value: Any, kind: str) -> bool:
+    if isinstance(value, bool) and kind in ("integer", "number"):
+        return False  # JSON true is no number
+    if kind == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPES[kind])
+
+
+def type_name(value: Any) -> str:
+    for kind in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _is(value, kind):
+            return _NAMES[kind]
+    return type(value).__name__
+
+
+def parse_datetime(value: str) -> datetime | None:
+    """An RFC 3339 date-time (a zone is required: 2026-11-25T14:00:00Z); None when it is not one."""
+    if not isinstance(value, str) or "T" not in value.upper():
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _place(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def validate(value: Any, schema: Schema, path: str = "") -> list[dict[str, str]]:
+    """Every way `value` breaks `schema`, as {"field", "message"}; an empty list when it fits."""
+    errors: list[dict[str, str]] = []
+    _check(value, schema, path, errors)
+    return errors
+
+
+def _check(value: Any, schema: Schema, path: str, errors: list[dict[str, str]]) -> None:
+    def fail(message: str) -> None:
+        errors.append({"field": path or "(body)", "message": message})
+
+    if "anyOf" in schema:
+        options = [validate(value, option, path) for option in schema["anyOf"]]
+        if all(options):
+            fail(schema.get("description") or min(options, key=len)[0]["message"])
+        return
+    kinds = schema.get("type")
+    if kinds is not None:
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        if not any(_is(value, kind) for kind in kinds):
+            fail(f"must be {' or '.join(_NAMES[k] for k in kinds)}, not {type_name(value)}")
+            return
+    if "const" in schema and value != schema["const"]:
+        fail(f"must be {schema['const']!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        fail(f"must be one of {', '.join(map(str, schema['enum']))}; got {value!r}")
+        return
+    if isinstance(value, str):
+        _check_string(value, schema, fail)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            fail(f"must be at least {schema['minimum']}; got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            fail(f"must be at most {schema['maximum']}; got {value}")
+    elif isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            fail(f"must have at least {schema['minItems']} item(s); got {len(value)}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            fail(f"must have at most {schema['maxItems']} items; got {len(value)}")
+            return  # do not check every item of an oversized list
+        if "items" in schema:
+            for index, item in enumerate(value):
+                _check(item, schema["items"], _place(path, index), errors)
+    elif isinstance(value, dict):
+        _check_object(value, schema, path, errors, fail)
+
+
+def _check_string(value: str, schema: Schema, fail: Any) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        fail(f"must have at least {schema['minLength']} character(s)")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        fail(f"must have at most {schema['maxLength']} characters; got {len(value)}")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        fail(schema.get("x-pattern-message") or f"must match {schema['pattern']}")
+    if schema.get("format") == "date-time" and parse_datetime(value) is None:
+        fail(f"must be a date and time with its zone, like 2026-11-25T14:00:00Z; got {value[:40]!r}")
+
+
+def _check_object(value: dict[str, Any], schema: Schema, path: str, errors: list[dict[str, str]], fail: Any) -> None:
+    properties: dict[str, Schema] = schema.get("properties", {})
+    for name in schema.get("required", []):
+        if name not in value:
+            errors.append({"field": _place(path, name), "message": "is required"})
+    extra = schema.get("additionalProperties", True)
+    for name, item in value.items():
+        if name in properties:
+            _check(item, properties[name], _place(path, name), errors)
+        elif extra is False:
+            known = ", ".join(properties) or "none"
+            errors.append({"field": _place(path, name), "message": f"is not a known field (the fields: {known})"})
+        elif isinstance(extra, dict):
+            _check(item, extra, _place(path, name), errors)

@@ -1,0 +1,15 @@
+"""/api/v1/: every declared operation (one URL per path), the OpenAPI document and its docs page."""
+
+from django.urls import URLPattern, path
+
+from api.v1 import deadletters, jobs, operations, queues, stats  # noqa: F401  (they declare the operations)
+from api.v1.routing import urlpatterns as operation_urls
+from api.v1.views import docs, openapi_json
+
+app_name = "api_v1"
+
+urlpatterns: list[URLPattern] = [
+    path("openapi.json", openapi_json, name="openapi"),
+    path("docs", docs, name="docs"),
+    *operation_urls(),
+]
