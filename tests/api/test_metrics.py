@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from django.db import OperationalError
 from django.test import Client as HttpClient
 from django.utils import timezone
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
@@ -278,6 +279,23 @@ def test_redis_down_is_503_with_retry_after(settings: Any, token: str) -> None:
     response = scrape(token)
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert "Redis" in response.json()["detail"]
+
+
+def test_database_down_is_503_too(client: Client, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    client.enqueue("examples.echo", {})
+
+    def refuse() -> Any:
+        raise OperationalError("connection to server at 10.0.0.5 failed: Connection refused")
+
+    monkeypatch.setattr(totals, "consistent_reads", refuse)
+    response = scrape(token)
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert "database" in response.json()["detail"]
+    monkeypatch.undo()
+    assert scrape(token).status_code == 200
+    monkeypatch.setattr(ApiToken.objects, "filter", lambda **kwargs: refuse())  # the token's lookup
+    response = scrape(token)
+    assert response.status_code == 503 and "database" in response.json()["detail"]
 
 
 def documented_metrics() -> set[str]:
