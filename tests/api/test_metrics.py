@@ -159,7 +159,9 @@ def minute_now(client: Client) -> int:
     while True:
         ms = client.queries.now_ms()
         minute = ms // 60_000
-        if 10_000 <= ms % 60_000 <= 45_000 and minute % 1440 >= 3:
+        if minute % 1440 < 3 or minute % 1440 == 1439:
+            pytest.skip("the first minutes of the day (UTC) have no earlier minutes of today to count")
+        if 10_000 <= ms % 60_000 <= 45_000:
             return minute
         time.sleep(0.5)
 
