@@ -193,6 +193,23 @@ def test_a_parameter_text_search_looks_through_a_bounded_window_per_page_and_ski
     assert seen == expected and windows >= 2 and pages >= 4
 
 
+def test_the_jobs_page_offers_bulk_actions_on_ticked_or_all_matching_jobs_by_permission(client, mirror, r):
+    waiting = [client.enqueue("examples.echo", {"i": i}, delay=600).id for i in range(3)]
+    client.enqueue("examples.fail", {"message": "other"}, delay=600)
+    mirror.drain()
+    html = text(web(*PURGE).get("/jobs/", {"task": "examples.echo", "state": "scheduled"}))
+    for label in ("Retry selected", "Cancel selected", "Delete selected", "Cancel all matching", "Delete all matching"):
+        assert label in html
+    assert f'name="id" value="{waiting[0]}"' in html
+    link = re.search(r'href="(/bulk/new\?[^"]*kind=cancel[^"]*)"', html).group(1).replace("&amp;", "&")
+    assert "task=examples.echo" in link and "state=scheduled" in link
+    preview = web(*OPERATE).get(link)
+    assert preview.status_code == 200 and preview.context["preview"].count == 3  # not the examples.fail job
+    viewer_html = text(web(*VIEW).get("/jobs/", {"task": "examples.echo"}))
+    assert "all matching" not in viewer_html and 'type="checkbox"' not in viewer_html
+    assert "Delete all matching" not in text(web(*OPERATE).get("/jobs/", {"task": "examples.echo"}))
+
+
 @pytest.mark.parametrize(
     "query, message",
     [
