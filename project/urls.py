@@ -10,3 +10,5 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("", include("dashboards.urls")),
 ]
+
+handler403 = "dashboards.views.errors.permission_denied"  # the console's refusal page (problem+json under /api/)

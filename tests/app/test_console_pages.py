@@ -96,8 +96,17 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     client.enqueue("examples.echo", {"x": 1})
     viewer = web(*VIEW)
     assert "Pause queue" not in viewer.get("/queues/examples.echo/").content.decode()
-    assert viewer.post("/queues/examples.echo/pause", {"action": "pause"}).status_code == 403
-    assert not client.queries.is_paused("examples.echo")
+    refused = viewer.post(
+        "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "http://testserver/queues/"}
+    )
+    assert refused.status_code == 403 and not client.queries.is_paused("examples.echo")
+    page = refused.content.decode()  # the console's refusal page, with the reason and a way back
+    assert "Not allowed" in page and "pause" in page and 'href="http://testserver/queues/"' in page
+    assert 'aria-current="page"' not in page and 'href="/queues/"' in page  # the console's navigation
+    elsewhere = viewer.post(
+        "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "https://evil.test/"}
+    )
+    assert "evil.test" not in elsewhere.content.decode()
     operator = web(*OPERATE)
     assert operator.get("/queues/examples.echo/pause").status_code == 405  # a GET never changes anything
     response = operator.post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"}, follow=True)
