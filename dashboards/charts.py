@@ -37,8 +37,10 @@ def time_series(
     stacked: bool = False,
     markers: Sequence[AuditLog] = (),
     colors: Mapping[str, str] | None = None,
+    x_range: tuple[datetime, datetime] | None = None,
 ) -> dict[str, Any] | None:
-    """Lines (or bars) over time, one trace per name; None when every series is empty."""
+    """Lines (or bars) over time, one trace per name; None when every series is empty. `x_range`: the time axis
+    spans the chosen range, not only the points (one sample alone made plotly zoom in to milliseconds)."""
     if not any(points for points in series.values()):
         return None
     data: list[dict[str, Any]] = []
@@ -61,6 +63,8 @@ def time_series(
                 trace.update(stackgroup="one", line={"color": color, "width": 1})
         data.append(trace)
     layout: dict[str, Any] = {"yaxis": {"title": {"text": y_title}, "rangemode": "tozero"}, "xaxis": {"type": "date"}}
+    if x_range is not None:
+        layout["xaxis"]["range"] = [_x(x_range[0]), _x(x_range[1])]
     if kind == "bar" and stacked:
         layout["barmode"] = "stack"
     shapes, notes = _markers(markers)

@@ -61,7 +61,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 def figures(span: str) -> dict[str, dict[str, Any] | None]:
     """The four charts of the range: depth, jobs per minute, time in queue, run time."""
-    since = timezone.now() - parse_span(span)
+    now = timezone.now()
+    since = now - parse_span(span)
     markers = charts.operator_markers(since)
     counts_and_latency = series.Series(span)
     counts = counts_and_latency.counts()
@@ -82,13 +83,21 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
     colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
               "p99": "#c4302b"}  # fmt: skip
     return {
-        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers),
-        "throughput": charts.time_series(throughput, y_title="jobs per minute", markers=markers, colors=colors),
+        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers, x_range=(since, now)),
+        "throughput": charts.time_series(
+            throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
+        ),
         "wait": charts.time_series(
-            {q: latency.points("wait", q) for q in ("p50", "p95", "p99")}, y_title="seconds in queue", colors=colors
+            {q: latency.points("wait", q) for q in ("p50", "p95", "p99")},
+            y_title="seconds in queue",
+            colors=colors,
+            x_range=(since, now),
         ),
         "run": charts.time_series(
-            {q: latency.points("run", q) for q in ("p50", "p95", "p99")}, y_title="seconds running", colors=colors
+            {q: latency.points("run", q) for q in ("p50", "p95", "p99")},
+            y_title="seconds running",
+            colors=colors,
+            x_range=(since, now),
         ),
     }
 
