@@ -159,11 +159,15 @@ def test_job_of_killed_worker_runs_again_exactly_once(
     first.popen.wait()
     killed_at = time.monotonic()
 
-    second = procs.worker(redis_url, "tests.record", "second")
+    second = procs.worker(redis_url, "tests.record", "second")  # returns once it logged "started"
+    startup = time.monotonic() - killed_at
     done = wait_for(lambda: in_state(client, job_id, JobState.COMPLETED), 30, "the job to complete", second)
     elapsed = time.monotonic() - killed_at
-    # Lease expiry, the recoverer's next pass, and the second run of the task: nothing waits longer.
-    assert elapsed < LEASE_S + seconds + 4, f"recovery took {elapsed:.1f}s{logs((second,))}"
+    # Lease expiry (or the rescuer's start, if slower: its maintenance runs the recoverer), the recoverer's next
+    # pass, and the second run of the task: nothing waits longer. The start is measured, not assumed: on a
+    # loaded 2-core machine a Django process takes seconds to start, which is not recovery time.
+    limit = max(LEASE_S, startup) + seconds + 4
+    assert elapsed < limit, f"recovery took {elapsed:.1f}s (limit {limit:.1f}s){logs((second,))}"
 
     time.sleep(0.3)  # a duplicate run would show up in the ledger by now
     ledger_lines = [(kind, job, attempt, int(pid)) for kind, job, attempt, pid in read_ledger(ledger)]
