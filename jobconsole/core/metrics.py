@@ -8,6 +8,12 @@ minute is Unix minutes (Redis's clock). Besides the plain counters, three histog
 - ``done_h:<i>``: attempts that completed after running for a time in bucket i;
 - ``fail_h:<i>``: attempts that failed after running for a time in bucket i.
 
+And two of end-to-end time, from the job's enqueue to the end of an attempt (Jobbers' end_to_end_latency; a
+retried job's later attempts count from its first enqueue):
+
+- ``e2e_done_h:<i>``: attempts that completed, by time since the enqueue;
+- ``e2e_fail_h:<i>``: attempts that failed, by time since the enqueue.
+
 Bucket 0 holds times under 1 ms; bucket i (1 to 22) holds [2^(i-1), 2^i) ms; bucket 23 holds 2^22 ms (about
 70 minutes) and longer. A script call adds one HINCRBY per task and bucket it touched, not per job.
 
@@ -43,12 +49,18 @@ LAST = BUCKETS - 1  # the overflow bucket: 2^22 ms and over
 WAIT = "wait_h:"  # + bucket index; each one also a job started
 DONE = "done_h:"  # + bucket index; each one also a job completed
 FAIL = "fail_h:"  # + bucket index
+E2E_DONE = "e2e_done_h:"  # + bucket index: completed this long after the enqueue
+E2E_FAIL = "e2e_fail_h:"  # + bucket index: failed this long after the enqueue
 RETRY_MAX = "retry_max"
 
 WAIT_METRICS: tuple[str, ...] = tuple(f"{WAIT}{i}" for i in range(BUCKETS))
 DONE_METRICS: tuple[str, ...] = tuple(f"{DONE}{i}" for i in range(BUCKETS))
 FAIL_METRICS: tuple[str, ...] = tuple(f"{FAIL}{i}" for i in range(BUCKETS))
-SUMMED: tuple[str, ...] = COUNTERS + WAIT_METRICS + DONE_METRICS + FAIL_METRICS  # combined by addition
+E2E_METRICS: tuple[str, ...] = tuple(f"{p}{i}" for p in (E2E_DONE, E2E_FAIL) for i in range(BUCKETS))
+# What the console's charts and task pages read (the end-to-end histograms are for the exported metrics only:
+# reading them too would add half again to every live read).
+CHARTED: tuple[str, ...] = COUNTERS + WAIT_METRICS + DONE_METRICS + FAIL_METRICS
+SUMMED: tuple[str, ...] = CHARTED + E2E_METRICS  # combined by addition
 ALL: tuple[str, ...] = (*SUMMED, RETRY_MAX)
 # The totals the hot path leaves to the readers: metric -> the histogram whose counts it also holds.
 TOTALS: dict[str, str] = {"started": WAIT, "completed": DONE}

@@ -3,7 +3,7 @@ Prometheus endpoint (api/prometheus.py) and the OpenTelemetry export (otlp.py) b
 
 A reading (`read`) is the day's totals (totals.py), every queue's gauges (gauges.lua, O(log n) per queue) and the
 worker registry: nothing scans jobs. `families` turns it into metric families in a neutral form (`Family`), named
-as the seeds named them (Jobbers: tasks_processed, execution_time, time_in_queue, tasks_selected, tasks_retried,
+as the seeds named them (Jobbers: tasks_processed, execution_time, end_to_end_latency, time_in_queue, tasks_selected, tasks_retried,
 tasks_dead_lettered; the Go scheduler: jobs_submitted_total, jobs_processed_total, job_duration_seconds), plus
 gauges of our own under `jobconsole_`. docs/metrics.md lists them with their labels and sources.
 
@@ -26,6 +26,7 @@ type Labels = dict[str, str]
 ALL = "all"  # the value of a seed's label the engine does not count by (role, priority): the sum over it
 STATUSES = {"completed": "completed", "failed": "failed", "lost": "lost"}  # status label -> counter
 RUN_HISTOGRAMS = {"completed": metrics.DONE, "failed": metrics.FAIL}  # status label -> histogram prefix
+END_TO_END_HISTOGRAMS = {"completed": metrics.E2E_DONE, "failed": metrics.E2E_FAIL}
 # Upper bounds of the finite buckets, in milliseconds (see the module's docstring): 0, 1, 3, 7, ... 2^22 - 1.
 BOUNDS_MS: tuple[int, ...] = (0, *(2**i - 1 for i in range(1, metrics.LAST)))
 DEPTHS = ("waiting", "scheduled", "running", "dead")
@@ -97,6 +98,10 @@ def _jobbers(reading: Reading) -> list[Family]:
     execution = Family(
         "execution_time", "histogram", "run time of attempts that ended, by how (ms)", "ms", ("queue", "task", "status")
     )
+    end_to_end = Family(
+        "end_to_end_latency", "histogram", "time from enqueue to the end of an attempt, by how (ms)", "ms",
+        ("queue", "task", "status"),
+    )  # fmt: skip
     waiting = Family(
         "time_in_queue", "histogram", "time from ready to claimed of jobs workers took (ms)", "ms",
         ("queue", "role", "task"),
@@ -111,13 +116,16 @@ def _jobbers(reading: Reading) -> list[Family]:
         for status, prefix in RUN_HISTOGRAMS.items():
             buckets = tuple(metrics.histogram(counts, prefix))
             execution.points.append(Point({"queue": queue, "task": task, "status": status}, buckets=buckets))
+        for status, prefix in END_TO_END_HISTOGRAMS.items():
+            buckets = tuple(metrics.histogram(counts, prefix))
+            end_to_end.points.append(Point({"queue": queue, "task": task, "status": status}, buckets=buckets))
         labels = {"queue": queue, "role": ALL, "task": task}
         waits = tuple(metrics.wait_histogram(counts))
         waiting.points.append(Point(labels, buckets=waits, sum=float(counts.get("wait_ms", 0))))
         selected.points.append(Point(labels, counts.get("started", 0)))
         retried.points.append(Point({"queue": queue, "task": task, "version": version}, counts.get("retried", 0)))
         dead.points.append(Point({"queue": queue, "task": task, "version": version}, counts.get("dead", 0)))
-    return [processed, execution, waiting, selected, retried, dead]
+    return [processed, execution, end_to_end, waiting, selected, retried, dead]
 
 
 def _goscheduler(reading: Reading) -> list[Family]:

@@ -278,7 +278,7 @@ class Series:
     @cached_property
     def _by_bucket(self) -> dict[datetime, dict[str, int]]:
         out: dict[datetime, dict[str, int]] = defaultdict(dict)
-        for (start, metric), value in self._gather(("start",), metrics.SUMMED).items():
+        for (start, metric), value in self._gather(("start",), metrics.CHARTED).items():
             out[start][metric] = value
         return out
 
@@ -304,7 +304,7 @@ class Series:
     def tasks(self) -> list[TaskSummary]:
         """One summary per task counted in the range, by name."""
         by_task: dict[str, dict[str, int]] = defaultdict(dict)
-        for (task, metric), value in self._gather(("task",), metrics.ALL).items():
+        for (task, metric), value in self._gather(("task",), (*metrics.CHARTED, RETRY_MAX)).items():
             by_task[task][metric] = value
         out = []
         for task, values in sorted(by_task.items()):

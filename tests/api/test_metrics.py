@@ -112,6 +112,8 @@ def test_counts_latencies_and_depths_are_what_the_worker_did(client: Client, r: 
         assert value(found, "time_in_queue_sum", **labels, role="all") >= 0
     for labels, status, n in ((echo, "completed", 3), (fail, "failed", 3), (flaky, "failed", 1)):
         assert value(found, "execution_time_bucket", **labels, status=status, le="+Inf") == n
+        assert value(found, "end_to_end_latency_bucket", **labels, status=status, le="+Inf") == n
+    assert value(found, "end_to_end_latency_bucket", **flaky, status="completed", le="+Inf") == 1
     assert not matching(found, "execution_time_sum"), "the engine keeps no run-time sum per status"
 
     # The Go scheduler's names: per task (type), over every queue; "idle" got 3 echoes that never ran.

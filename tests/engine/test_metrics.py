@@ -89,14 +89,19 @@ def test_a_batch_of_acks_adds_one_field_per_bucket(r: "redis.Redis", client: Cli
     before = r.info("commandstats").get("cmdstat_hincrby", {}).get("calls", 0)
     assert store.run(store.complete_call("q", acks, ttl_ms=0)) == [1] * 10
     hincrbys = r.info("commandstats")["cmdstat_hincrby"]["calls"] - before
-    assert hincrbys == 3  # runtime_ms and the two buckets (which count the completions too): not one per job
     totals = stats_by_metric(client)
+    ends = [m for m in totals if m.startswith(metrics.E2E_DONE)]  # all enqueued just now: one bucket, or two
+    assert 1 <= len(ends) <= 2 and sum(totals[m] for m in ends) == 10
+    # runtime_ms, the two run-time buckets (which count the completions too) and the end-to-end buckets: not one
+    # per job.
+    assert hincrbys == 3 + len(ends)
     assert (totals["done_h:7"], totals["done_h:12"], totals["completed"]) == (7, 3, 10)
     assert totals["runtime_ms"] == 7 * 100 + 3 * 3000
 
 
 def test_a_claim_or_ack_of_one_bucket_writes_no_more_than_without_histograms(r: "redis.Redis", client: Client) -> None:
-    """Two HINCRBYs per call, as before the histograms: the bucket's count is the started or completed count."""
+    """Two HINCRBYs per call, as before the histograms (the bucket's count is the started or completed count),
+    plus the ack's end-to-end bucket."""
     for _ in range(5):
         client.enqueue("t.ok")
     Store(r).drain("q")
@@ -106,7 +111,9 @@ def test_a_claim_or_ack_of_one_bucket_writes_no_more_than_without_histograms(r: 
     store.run(store.complete_call("q", [(x.id, x.token, "null", 20) for x in leases], ttl_ms=0))
     hincrbys = r.info("commandstats")["cmdstat_hincrby"]["calls"] - before
     waits = [m for m in stats_by_metric(client) if m.startswith(metrics.WAIT)]
-    assert hincrbys == 2 + 1 + len(waits)  # claim: wait_ms and its buckets; ack: runtime_ms and one bucket
+    ends = [m for m in stats_by_metric(client) if m.startswith(metrics.E2E_DONE)]
+    # claim: wait_ms and its buckets; ack: runtime_ms, one run-time bucket and the end-to-end ones
+    assert hincrbys == 2 + 1 + len(waits) + len(ends) and 1 <= len(ends) <= 2
     totals = stats_by_metric(client)
     assert (totals["started"], totals["completed"], totals["done_h:5"]) == (5, 5, 5)
     raw = r.hgetall(queue_keys("q").stats)
@@ -214,3 +221,26 @@ def test_a_job_the_recoverer_dead_letters_counts_as_dead_like_one_that_failed(r:
     assert client.get(lost_once).state is JobState.DEAD
     totals = stats_by_metric(client)
     assert (totals["lost"], totals["dead"]) == (1, 1)
+
+
+def test_end_to_end_times_count_from_the_enqueue_to_the_end_of_each_attempt(r: "redis.Redis", client: Client) -> None:
+    done_id = client.enqueue("t.ok").id
+    failed_id = client.enqueue("t.ok").id
+    Store(r).drain("q")
+    time.sleep(0.3)  # both wait 300 ms and more before a worker takes them
+    leases = {lease.id: lease for lease in claim(r, "q", 2)}
+    store = Store(r, events_maxlen=1000)
+    assert store.run(store.complete_call("q", [(done_id, leases[done_id].token, "null", 5)], ttl_ms=0)) == [1]
+    failing = store.fail_call(
+        "q", failed_id, leases[failed_id].token, outcome="failed", retry=False, delay_ms=0,
+        error={"error_class": "E", "message": "m"}, runtime_ms=5, ttl_ms=0,
+    )  # fmt: skip
+    store.run(failing)
+    totals = stats_by_metric(client)
+    # 300 ms and more since the enqueue (a 5 ms run): bucket 9, [256, 512) ms, or later on a slow machine; the
+    # run-time histograms keep the 5 ms in bucket 3.
+    [(done_metric, done_count)] = [(m, n) for m, n in totals.items() if m.startswith(metrics.E2E_DONE)]
+    [(fail_metric, fail_count)] = [(m, n) for m, n in totals.items() if m.startswith(metrics.E2E_FAIL)]
+    assert done_count == fail_count == 1
+    assert int(done_metric.partition(":")[2]) >= 9 and int(fail_metric.partition(":")[2]) >= 9
+    assert (totals["done_h:3"], totals["fail_h:3"]) == (1, 1)

@@ -9,12 +9,12 @@ local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARG
 drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
-local runtime, hist = {}, {}  -- per task: ms run, jobs by run-time bucket
+local runtime, hist, e2e = {}, {}, {}  -- per task: ms run, jobs by run-time bucket, by end-to-end bucket
 for j = 0, n - 1 do
   local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
   local job_key = prefix .. job_id
   local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'worker', 'host', 'pid',
-                       'started_at', 'unique_key')
+                       'started_at', 'unique_key', 'enqueued_at')
   if f[1] ~= token then
     out[#out + 1] = 0
   elseif f[2] ~= 'running' then
@@ -40,6 +40,12 @@ for j = 0, n - 1 do
     end
     th[b] = (th[b] or 0) + 1
     runtime[task] = (runtime[task] or 0) + ran
+    local eb, te = hist_bucket(now - (tonumber(f[10]) or now)), e2e[task]
+    if not te then
+      te = {}
+      e2e[task] = te
+    end
+    te[eb] = (te[eb] or 0) + 1
     out[#out + 1] = 1
   end
 end
@@ -48,5 +54,6 @@ local minute = math.floor(now / 60000) .. '|'
 for task, th in pairs(hist) do
   redis.call('HINCRBY', KEYS[5], minute .. 'runtime_ms|' .. task, runtime[task])
   for b, c in pairs(th) do redis.call('HINCRBY', KEYS[5], minute .. 'done_h:' .. b .. '|' .. task, c) end
+  for b, c in pairs(e2e[task]) do redis.call('HINCRBY', KEYS[5], minute .. 'e2e_done_h:' .. b .. '|' .. task, c) end
 end
 return out

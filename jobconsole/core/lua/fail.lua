@@ -10,7 +10,8 @@ local prefix, maxlen, ttl, job_id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], A
 local outcome, retry, delay, err = ARGV[6], ARGV[7] == '1', tonumber(ARGV[8]), cjson.decode(ARGV[9])
 drain_intake_at(9, prefix, maxlen)  -- a handed job's hash
 local job_key = prefix .. job_id
-local f = redis.call('HMGET', job_key, 'token', 'state', 'attempts', 'max_retries', 'dead_letter', 'task')
+local f = redis.call('HMGET', job_key, 'token', 'state', 'attempts', 'max_retries', 'dead_letter', 'task',
+                     'enqueued_at')
 if f[1] ~= token or f[2] ~= 'running' then return {0, f[2] or ''} end
 local now = now_ms()
 local task = f[6] or ''
@@ -22,6 +23,7 @@ local ran = tonumber(ARGV[10]) or 0
 count(KEYS[8], now, 'failed', task)
 count(KEYS[8], now, 'runtime_ms', task, ran)
 count(KEYS[8], now, 'fail_h:' .. hist_bucket(ran), task)
+count(KEYS[8], now, 'e2e_fail_h:' .. hist_bucket(now - (tonumber(f[7]) or now)), task)
 local state
 if outcome == 'cancelled' then
   state = 'cancelled'
