@@ -3,9 +3,10 @@ Prometheus endpoint (api/prometheus.py) and the OpenTelemetry export (otlp.py) b
 
 A reading (`read`) is the day's totals (totals.py), every queue's gauges (gauges.lua, O(log n) per queue) and the
 worker registry: nothing scans jobs. `families` turns it into metric families in a neutral form (`Family`), named
-as the seeds named them (Jobbers: tasks_processed, execution_time, end_to_end_latency, time_in_queue, tasks_selected, tasks_retried,
-tasks_dead_lettered; the Go scheduler: jobs_submitted_total, jobs_processed_total, job_duration_seconds), plus
-gauges of our own under `jobconsole_`. docs/metrics.md lists them with their labels and sources.
+as the seeds named them (Jobbers: tasks_processed, execution_time, end_to_end_latency, time_in_queue,
+tasks_selected, tasks_retried, tasks_dead_lettered; the Go scheduler: jobs_submitted_total, jobs_processed_total,
+job_duration_seconds), plus gauges of our own under `jobconsole_`. docs/metrics.md lists them with their labels
+and sources.
 
 Histograms use the engine's latency buckets (core/metrics.py). Times are whole milliseconds, so bucket i
 (1 <= i < 23), [2^(i-1), 2^i) ms, holds exactly the times up to 2^i - 1 ms: that is its upper bound here,
