@@ -241,6 +241,7 @@ STATES = [s.value for s in JobState]
         Param("before", string("enqueued before", format="date-time")),
         *PAGING,
     ),
+    database_only=True,
     responses={200: Response("A page of jobs, newest first.", obj(
         {"items": array(ref("JobSummary")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
 )  # fmt: skip
