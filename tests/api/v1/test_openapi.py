@@ -51,3 +51,9 @@ def test_the_docs_page_has_no_inline_script_and_no_cdn() -> None:
     assert "script-src 'self'" in response["Content-Security-Policy"]
     assert re.search(r'<link rel="stylesheet" href="/static/api/docs\.css', html)
     assert Client().get("/static/api/docs.css").status_code in (200, 404)  # served by WhiteNoise after collectstatic
+
+
+def test_an_unknown_route_is_a_problem_404() -> None:
+    response = Client().get("/api/v1/nothing/here")
+    assert response.status_code == 404 and response["Content-Type"] == "application/problem+json"
+    assert "/api/v1/docs" in response.json()["detail"]
