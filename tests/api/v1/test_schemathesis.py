@@ -1,6 +1,7 @@
 """A bounded property-based run of schemathesis against our OpenAPI document, through the WSGI app (real Redis,
-the test database): requests that fit the schema and requests that do not, for every operation, and not one
-may answer 5xx. Bounded (EXAMPLES per operation and mode, derandomized) so it takes seconds, not minutes."""
+the test database): requests that fit the schema and requests that do not, for every operation. Not one may
+answer 5xx, nor with a status, content type or body its document does not promise. Bounded (EXAMPLES per
+operation and mode, derandomized) so it takes seconds, not minutes."""
 
 from collections import Counter
 from typing import Any
@@ -10,6 +11,11 @@ import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from api.models import ApiToken
 from api.v1.openapi import document
@@ -18,6 +24,7 @@ from tests.api.v1.conftest import Api
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = 10
+CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 def operations() -> list[Any]:
@@ -48,6 +55,10 @@ def test_no_server_errors(engine_settings: Any, operator: Api, mode: GenerationM
             statuses[response.status_code] += 1
             if response.status_code >= 500:
                 failures.append(f"{response.status_code} for {case.as_curl_command()}: {response.text[:300]}")
+            try:  # the answer is one the document promises: a documented status, content type and body
+                case.validate_response(response, checks=CONFORMANCE)
+            except (AssertionError, BaseExceptionGroup) as exc:  # schemathesis raises a group of its failures
+                failures.append(f"{case.as_curl_command()} -> {response.status_code}: {exc}"[:800])
 
         run()
     assert not failures, "\n".join(failures)
