@@ -9,9 +9,9 @@ from jobconsole.core import InvalidJob
 from jobconsole.core.ids import check_job_id
 from jobconsole.engine import get_client
 from jobconsole.models import Job
-from jobconsole.search import PAGE, STATES, BadCursor, page
+from jobconsole.search import PAGE, STATES, TEXT_SCAN, BadCursor, page
 
-__all__ = ["PAGE", "BadCursor", "JobFilterForm", "known_queues", "known_tasks", "page"]
+__all__ = ["PAGE", "TEXT_SCAN", "BadCursor", "JobFilterForm", "known_queues", "known_tasks", "page"]
 
 DATETIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
 

@@ -153,6 +153,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METRICS.KEEP_TEN_MINUTES", 14.0 * DAY, "seconds the database keeps 10-minute buckets"),
     Setting("METRICS.KEEP_HOURS", 90.0 * DAY, "seconds the database keeps hourly buckets"),
     Setting("METRICS.MAX_POINTS", 300, "most buckets a series has: a range takes the finest resolution that fits"),
+    Setting(
+        "METRICS.ANONYMOUS_LOOPBACK",
+        False,
+        "/metrics answers scrapes from 127.0.0.1 or ::1 without an API token (never a request a proxy forwarded)",
+        env="JOBCONSOLE_METRICS_ANONYMOUS_LOOPBACK",
+    ),
     Setting("HEALTH.WINDOW", 900.0, "seconds of the recent past the retry and failure rules count"),
     Setting("HEALTH.WARN_DELAY", 180.0, "yellow when a queue's oldest ready job has waited this many seconds"),
     Setting("HEALTH.ALARM_DELAY", 600.0, "red when a queue's oldest ready job has waited this many seconds"),
@@ -235,6 +241,7 @@ class MetricsConfig(TypedDict):
     KEEP_TEN_MINUTES: float
     KEEP_HOURS: float
     MAX_POINTS: int
+    ANONYMOUS_LOOPBACK: bool
 
 
 class HealthConfig(TypedDict):

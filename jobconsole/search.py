@@ -1,11 +1,17 @@
 """Searching jobs in the database mirror by keyset cursor on (enqueued_at, id), newest first: what the console's
 jobs page and the HTTP API's job search both read.
 
-No COUNT over the table and no OFFSET: each page is an indexed range read of at most limit + 1 rows (the
-indexes on state, queue+state and task end in enqueued_at; a queue alone is read state by state and merged),
-and a cursor stays valid while rows arrive (new jobs come in above it). Parameter text is a plain LIKE that
-Django escapes (% and _ match themselves), so it scans the rows the other filters leave: combine it with a
-queue, task or time range on big tables.
+No COUNT over the table and no OFFSET (but a text search's window edge, below): each page is an indexed range
+read of at most limit + 1 rows (the indexes on state, queue+state and task end in enqueued_at; a queue alone is
+read state by state and merged), and a cursor stays valid while rows arrive (new jobs come in above it).
+
+Parameter text is a plain LIKE that Django escapes (% and _ match themselves); no index serves a substring, so
+one request searches at most the TEXT_SCAN rows after its cursor (those the other filters leave, or for a queue
+alone, which no index orders by time, of every queue), an OFFSET on an index of enqueue time finding the
+window's edge (the window also holds every row enqueued at the edge's instant: a batch can share one). When the
+window holds fewer matches than a page, the page says how far back it looked (`searched_back_to`) and its
+cursor continues from there: each request's work stays bounded (a rare text in a million jobs took a second
+per request), and nothing is skipped, the caller pages on into older jobs.
 
 Filters (a dict; each present key narrows): state, queue, task, id, unique_key (exact), text (inside the
 parameters, any case), after / before (aware datetimes: enqueued at or after / before), and `among`, a queryset
@@ -26,6 +32,7 @@ from jobconsole.models import Job
 
 PAGE = 50
 PREVIEW = 160  # characters of the parameters a row carries as `params_preview`
+TEXT_SCAN = 50_000  # rows one request's parameter text search looks through at most
 STATES = [s.value for s in JobState]
 
 
@@ -52,6 +59,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 class JobRows:
     rows: Sequence[Job]  # each with `params_preview`, the start of its parameters
     next_cursor: str | None
+    searched_back_to: datetime | None = None  # a text search stopped here (TEXT_SCAN rows); older ones are next
 
 
 def matching(filters: dict[str, Any]) -> QuerySet[Job]:
@@ -65,23 +73,20 @@ def matching(filters: dict[str, Any]) -> QuerySet[Job]:
         rows = rows.filter(enqueued_at__gte=filters["after"])
     if filters.get("before"):
         rows = rows.filter(enqueued_at__lt=filters["before"])
+    if filters.get("since"):  # a text search's window edge (not a caller's filter)
+        rows = rows.filter(enqueued_at__gte=filters["since"])
     if filters.get("among") is not None:
         rows = rows.filter(id__in=filters["among"])
     return rows
 
 
-def page(filters: dict[str, Any], cursor: str | None, limit: int = PAGE) -> JobRows:
-    """Up to `limit` matching rows, newest first, after the cursor. Raises BadCursor."""
+def page(filters: dict[str, Any], cursor: str | None, limit: int | None = None) -> JobRows:
+    """Up to `limit` (default PAGE) matching rows, newest first, after the cursor. Raises BadCursor."""
+    limit = limit or PAGE
     after = decode_cursor(cursor) if cursor else None
-    if filters.get("queue") and not any(filters.get(k) for k in ("state", "id", "unique_key")):
-        # No index orders one queue's rows by time across states: read each state's newest rows by the
-        # (queue, state, enqueued_at) index and merge them, instead of sorting the whole queue.
-        found: list[Job] = []
-        for state in STATES:
-            found += _newest({**filters, "state": state}, after, limit + 1)
-        found.sort(key=lambda job: (job.enqueued_at, job.id), reverse=True)
-    else:
-        found = _newest(filters, after, limit + 1)
+    if filters.get("text"):
+        return _text_page(filters, after, limit)
+    found = _page_rows(filters, after, limit + 1)
     if len(found) <= limit:
         return JobRows(found, None)
     last = found[limit - 1]
@@ -89,14 +94,56 @@ def page(filters: dict[str, Any], cursor: str | None, limit: int = PAGE) -> JobR
     return JobRows(found[:limit], encode_cursor(last.enqueued_at, last.id))
 
 
-def _newest(filters: dict[str, Any], after: tuple[datetime, str] | None, count: int) -> list[Job]:
-    rows = matching(filters)
-    if after:
-        at, job_id = after
-        # (enqueued_at, id) < (at, job_id), written as a range the time indexes can serve, minus the ties.
-        rows = rows.filter(enqueued_at__lte=at).exclude(enqueued_at=at, id__gte=job_id)
+def _text_page(filters: dict[str, Any], after: tuple[datetime, str] | None, limit: int) -> JobRows:
+    """A page of a parameter text search among the next TEXT_SCAN rows (by enqueue time) after the cursor.
+
+    The window's far edge comes from an index on enqueue time: the filters' own (state, task) or, for a queue
+    alone (no index orders it by time), the whole table's. The page itself is the ordinary indexed read,
+    bounded below by the edge; when it holds no more than a page, the next page starts past the edge."""
+    unindexed_queue = filters.get("queue") and not any(filters.get(k) for k in ("state", "task", "id", "unique_key"))
+    window = _older(matching({} if unindexed_queue else {**filters, "text": ""}), after)
+    edge = window.order_by("-enqueued_at").values_list("enqueued_at", flat=True)[TEXT_SCAN - 1 : TEXT_SCAN].first()
+    found = _page_rows({**filters, "since": edge}, after, limit + 1)
+    if len(found) > limit:
+        last = found[limit - 1]
+        assert last.enqueued_at is not None
+        return JobRows(found[:limit], encode_cursor(last.enqueued_at, last.id))
+    if edge is None:  # the window reached the oldest row: the search is complete
+        return JobRows(found, None)
+    # Every row enqueued at the edge's instant was in the window: "0" sorts before any job id, so the next
+    # page starts with the rows enqueued before it.
+    return JobRows(found, encode_cursor(edge, "0"), searched_back_to=edge)
+
+
+def _page_rows(filters: dict[str, Any], after: tuple[datetime, str] | None, count: int) -> list[Job]:
+    """The first `count` matching rows after the cursor, newest first, each read by an index on time."""
+    if filters.get("queue") and not any(filters.get(k) for k in ("state", "id", "unique_key")):
+        # No index orders one queue's rows by time across states: read each state's newest rows by the
+        # (queue, state, enqueued_at) index and merge them, instead of sorting the whole queue.
+        found: list[Job] = []
+        for state in STATES:
+            found += _newest({**filters, "state": state}, after, count)
+        found.sort(key=lambda job: (job.enqueued_at, job.id), reverse=True)
+        return found[:count]
+    return _newest(filters, after, count)
+
+
+def _older(rows: QuerySet[Job], after: tuple[datetime, str] | None) -> QuerySet[Job]:
+    """The rows after the cursor (older than it)."""
+    if not after:
+        return rows
+    at, job_id = after
+    # (enqueued_at, id) < (at, job_id), written as a range the time indexes can serve, minus the ties.
+    return rows.filter(enqueued_at__lte=at).exclude(enqueued_at=at, id__gte=job_id)
+
+
+def _listed(rows: QuerySet[Job], count: int) -> list[Job]:
     return list(
-        rows.order_by("-enqueued_at", "-id")
-        .defer("params", "result", "checkpoint", "last_error", "reason")
-        .annotate(params_preview=Substr("params", 1, PREVIEW))[:count]
+        rows.defer("params", "result", "checkpoint", "last_error", "reason").annotate(
+            params_preview=Substr("params", 1, PREVIEW)
+        )[:count]
     )
+
+
+def _newest(filters: dict[str, Any], after: tuple[datetime, str] | None, count: int) -> list[Job]:
+    return _listed(_older(matching(filters), after).order_by("-enqueued_at", "-id"), count)

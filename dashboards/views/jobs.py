@@ -21,5 +21,10 @@ def job_list(request: HttpRequest) -> HttpResponse:
         context["bad_cursor"] = True
         found = job_search.page(form.cleaned_data, None)
         cursor = None
-    context.update({"rows": found.rows, "next_cursor": found.next_cursor, "paged": bool(cursor)})
+    context.update(
+        {
+            "rows": found.rows, "next_cursor": found.next_cursor, "paged": bool(cursor),
+            "searched_back_to": found.searched_back_to, "text_scan": job_search.TEXT_SCAN,
+        }
+    )  # fmt: skip
     return page(request, "dashboards/jobs.html", "jobs", context)

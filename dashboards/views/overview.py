@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from dashboards import charts
 from dashboards.permissions import view_required
-from dashboards.queue_status import live_workers, queue_statuses
+from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
 from dashboards.rendering import page
 from jobconsole import health
 from jobconsole.metrics import series
@@ -34,12 +34,15 @@ def overview(request: HttpRequest) -> HttpResponse:
     state = health.check()
     by_queue = {q.queue: q for q in state.queues}
     flow = {r.queue: r for r in series.rates()}
+    retrying = retrying_counts([q.name for q in queues])
     for q in queues:
         q.extra["health"] = by_queue.get(q.name)
         q.extra["rate"] = flow.get(q.name)
+        q.extra["retrying"] = retrying[q.name]
     totals = {
         "waiting": sum(q.counts.queued for q in queues),
         "scheduled": sum(q.counts.scheduled for q in queues),
+        "retrying": sum(retrying.values()),
         "running": sum(q.counts.running for q in queues),
         "dead": sum(q.counts.dead for q in queues),
         "workers": len(workers),
@@ -58,7 +61,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 def figures(span: str) -> dict[str, dict[str, Any] | None]:
     """The four charts of the range: depth, jobs per minute, time in queue, run time."""
-    since = timezone.now() - parse_span(span)
+    now = timezone.now()
+    since = now - parse_span(span)
     markers = charts.operator_markers(since)
     counts_and_latency = series.Series(span)
     counts = counts_and_latency.counts()
@@ -79,13 +83,21 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
     colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
               "p99": "#c4302b"}  # fmt: skip
     return {
-        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers),
-        "throughput": charts.time_series(throughput, y_title="jobs per minute", markers=markers, colors=colors),
+        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers, x_range=(since, now)),
+        "throughput": charts.time_series(
+            throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
+        ),
         "wait": charts.time_series(
-            {q: latency.points("wait", q) for q in ("p50", "p95", "p99")}, y_title="seconds in queue", colors=colors
+            {q: latency.points("wait", q) for q in ("p50", "p95", "p99")},
+            y_title="seconds in queue",
+            colors=colors,
+            x_range=(since, now),
         ),
         "run": charts.time_series(
-            {q: latency.points("run", q) for q in ("p50", "p95", "p99")}, y_title="seconds running", colors=colors
+            {q: latency.points("run", q) for q in ("p50", "p95", "p99")},
+            y_title="seconds running",
+            colors=colors,
+            x_range=(since, now),
         ),
     }
 

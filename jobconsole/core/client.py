@@ -263,9 +263,12 @@ class Client:
         outcome = self.store.requeue(self.job_queue(job_id, queue), job_id, reset_attempts=reset_attempts)
         self._outcome(job_id, outcome, ("queued",), "requeue")
 
-    def delete(self, job_id: str, queue: str | None = None) -> None:
-        """Delete a job that is not running, with its history."""
-        self._outcome(job_id, self.store.delete(self.job_queue(job_id, queue), job_id), ("deleted",), "delete")
+    def delete(self, job_id: str, queue: str | None = None, *, expected_state: JobState | None = None) -> None:
+        """Delete a job that is not running, with its history; with `expected_state`, only while it is in that
+        state (JobStateConflict otherwise)."""
+        queue = self.job_queue(job_id, queue)
+        outcome = self.store.run(self.store.delete_call(queue, job_id, expected_state=expected_state or ""))
+        self._outcome(job_id, outcome, ("deleted",), "delete")
 
     def pause(self, queue: str) -> bool:
         return self._set_paused(queue, True)

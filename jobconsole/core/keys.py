@@ -15,6 +15,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 # Global keys: each group has its own hash tag (one slot per group).
 QUEUES = f"{PREFIX}:{{meta}}:queues"  # SET of every queue name ever used
 TASKS = f"{PREFIX}:{{meta}}:tasks"  # HASH task name -> JSON of its registered options (for the console)
+ROLES = f"{PREFIX}:{{meta}}:roles"  # HASH worker role -> JSON list of the queues its workers serve (Jobbers' roles)
 MAINTENANCE_LOCK = f"{PREFIX}:{{meta}}:lock:maintenance"  # leader lock of the recoverer/promoter/trimmer
 WORKERS = f"{PREFIX}:{{workers}}:index"  # ZSET worker id -> last heartbeat ms
 

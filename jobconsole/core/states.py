@@ -24,3 +24,30 @@ class JobState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.DEAD, JobState.FAILED, JobState.CANCELLED, JobState.DROPPED})
+
+
+# The seed systems' names for our states, where their HTTP interfaces report one (docs/seeds.md). Jobbers reports
+# a running job whose lease ran out as "stalled" (api/seeds/jobbers.py); the Go scheduler had no cancel and no
+# dropped state, so both read as FAILED there.
+JOBBERS_STATUS: dict[JobState, str] = {
+    JobState.QUEUED: "submitted",
+    JobState.SCHEDULED: "scheduled",
+    JobState.RETRYING: "scheduled",
+    JobState.RUNNING: "started",
+    JobState.COMPLETED: "completed",
+    JobState.DEAD: "failed",
+    JobState.FAILED: "failed",
+    JobState.CANCELLED: "cancelled",
+    JobState.DROPPED: "dropped",
+}
+GO_SCHEDULER_STATUS: dict[JobState, str] = {
+    JobState.QUEUED: "PENDING",
+    JobState.SCHEDULED: "PENDING",
+    JobState.RETRYING: "RETRYING",
+    JobState.RUNNING: "IN_PROGRESS",
+    JobState.COMPLETED: "COMPLETED",
+    JobState.DEAD: "FAILED",
+    JobState.FAILED: "FAILED",
+    JobState.CANCELLED: "FAILED",
+    JobState.DROPPED: "FAILED",
+}

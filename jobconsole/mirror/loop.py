@@ -118,11 +118,11 @@ class Mirror:
         self.release()
         connection.close()
 
-    def step(self) -> int:
+    def step(self, *, discover_now: bool = False) -> int:
         """Apply one batch if we lead; returns the number of events applied (0: idle or not leader)."""
         if not self._lead():
             return 0
-        for queue in self.reader.discover():
+        for queue in self.reader.discover(now=discover_now):
             self.resync.start(queue)
             self.reader.queues.append(queue)
         if not self.reader.queues:
@@ -145,8 +145,9 @@ class Mirror:
     def drain(self, max_steps: int = 10_000) -> int:
         """Apply everything currently in the streams (tests and the benchmark); returns events applied."""
         total = 0
-        for _ in range(max_steps):
-            n = self.step()
+        for step in range(max_steps):
+            # Look for new queues at once: a queue created since the last look is part of "everything".
+            n = self.step(discover_now=step == 0)
             total += n
             if not n and (not self.leader or not self.reader.queues or not self.reader.pending):
                 return total

@@ -59,9 +59,10 @@ class Reader:
         self.pending = True
         self._discovered = 0.0
 
-    def discover(self) -> list[str]:
-        """Queues not read yet (looked for every DISCOVER_EVERY seconds); the caller sets each up, then adds it."""
-        if time.monotonic() - self._discovered < DISCOVER_EVERY:
+    def discover(self, *, now: bool = False) -> list[str]:
+        """Queues not read yet (looked for every DISCOVER_EVERY seconds, or `now`); the caller sets each up,
+        then adds it."""
+        if not now and time.monotonic() - self._discovered < DISCOVER_EVERY:
             return []
         self._discovered = time.monotonic()
         # The database's queues too: a Redis that lost everything (a new empty server) lists none, and the

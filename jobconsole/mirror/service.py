@@ -1,6 +1,7 @@
 """The mirror as deployed: configured from settings, with the leader's chores (the outbox relay, database
-retention and pruning of published outbox entries, the metrics rollup, queue-depth samples and the metrics'
-retention), run by `runmirror` and by runworker's mirror thread.
+retention and pruning of published outbox entries, the metrics rollup, queue-depth samples, the metrics'
+retention, and the OpenTelemetry export when the OTEL environment asks for it), run by `runmirror` and by
+runworker's mirror thread.
 
 The chores run in the mirror's thread, between its steps, and only while this process leads the mirror: one
 process among all the workers does them, and they never write to the database at the same time as a batch."""
@@ -18,7 +19,7 @@ import redis
 from jobconsole import cleaning, outbox
 from jobconsole.conf import get_config, metrics_config, mirror_config
 from jobconsole.engine import get_redis
-from jobconsole.metrics import rollup, sampling
+from jobconsole.metrics import otlp, rollup, sampling
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.loop import Mirror
 
@@ -96,7 +97,7 @@ def leader_chores(leadership: Leadership) -> Chores:
     """The chores one process does for everyone, at the intervals the settings give."""
     config = mirror_config()
     metrics = metrics_config()
-    return Chores(
+    chores = Chores(
         leadership,
         [
             Chore("outbox relay", float(config["RELAY_EVERY"]), outbox.relay),
@@ -107,6 +108,10 @@ def leader_chores(leadership: Leadership) -> Chores:
             Chore("metrics retention", float(config["RETENTION_EVERY"]), rollup.prune),
         ],
     )
+    export = otlp.from_environment()  # OTEL_EXPORTER_OTLP_ENDPOINT & co.; it only wakes its own thread
+    if export is not None:
+        chores.chores.append(Chore("OpenTelemetry metrics export", otlp.interval(), export.trigger))
+    return chores
 
 
 def build_service(connection_: "redis.Redis | None" = None, **overrides: Any) -> MirrorService:

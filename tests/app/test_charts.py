@@ -25,3 +25,11 @@ def test_a_continuous_line_has_no_markers() -> None:
     assert figure is not None
     [trace] = figure["data"]
     assert trace["mode"] == "lines" and "marker" not in trace
+
+
+def test_the_time_axis_spans_the_chosen_range_even_with_one_sample() -> None:
+    figure = time_series({"q": _minutes(7)}, y_title="jobs", x_range=(T0 - timedelta(hours=1), T0))
+    assert figure is not None
+    # One point alone made plotly zoom in to milliseconds around it; the range keeps the hour in view.
+    start, end = figure["layout"]["xaxis"]["range"]
+    assert datetime.fromisoformat(end) - datetime.fromisoformat(start) == timedelta(hours=1)

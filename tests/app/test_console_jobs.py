@@ -156,6 +156,60 @@ def test_a_queue_alone_pages_in_time_order_across_states(client, mirror, r):
     assert seen == expected
 
 
+def test_a_parameter_text_search_looks_through_a_bounded_window_per_page_and_skips_nothing(
+    client, mirror, r, monkeypatch
+):
+    from jobconsole import search
+
+    monkeypatch.setattr(search, "TEXT_SCAN", 10)
+    monkeypatch.setattr(search, "PAGE", 2)
+    specs = [
+        JobSpec(task="examples.echo", params={"i": i, "tag": "rare" if i % 7 == 3 else "plain"}) for i in range(40)
+    ]
+    ids = [result.id for result in client.enqueue_many(specs)]
+    mirror.drain()
+    base = datetime.now(UTC) - timedelta(hours=1)
+    for i, job_id in enumerate(ids):  # a batch can share one enqueue instant; here each job has its own
+        Job.objects.filter(id=job_id).update(enqueued_at=base + timedelta(seconds=i))
+    newest_first = list(Job.objects.order_by("-enqueued_at", "-id"))
+    expected = [job.id for job in newest_first if '"rare"' in job.params]
+    assert len(expected) == 6
+    browser = web(*VIEW)
+    seen, query, pages, windows = [], {"text": '"rare"', "queue": "examples.echo"}, 0, 0
+    while True:
+        response = browser.get("/jobs/", query)
+        pages += 1
+        rows = ids_on(response)
+        assert len(rows) <= 2
+        seen += rows
+        if response.context["searched_back_to"] is not None:
+            windows += 1
+            assert "searches older ones" in text(response) and "Search older jobs" in text(response)
+        if not response.context["next_cursor"]:
+            break
+        query = {**query, "cursor": response.context["next_cursor"]}
+    # Every match found once, in order, though no request looked at more than 10 rows: windows without a full
+    # page of matches ended where they stopped looking, and the next page went on from there.
+    assert seen == expected and windows >= 2 and pages >= 4
+
+
+def test_the_jobs_page_offers_bulk_actions_on_ticked_or_all_matching_jobs_by_permission(client, mirror, r):
+    waiting = [client.enqueue("examples.echo", {"i": i}, delay=600).id for i in range(3)]
+    client.enqueue("examples.fail", {"message": "other"}, delay=600)
+    mirror.drain()
+    html = text(web(*PURGE).get("/jobs/", {"task": "examples.echo", "state": "scheduled"}))
+    for label in ("Retry selected", "Cancel selected", "Delete selected", "Cancel all matching", "Delete all matching"):
+        assert label in html
+    assert f'name="id" value="{waiting[0]}"' in html
+    link = re.search(r'href="(/bulk/new\?[^"]*kind=cancel[^"]*)"', html).group(1).replace("&amp;", "&")
+    assert "task=examples.echo" in link and "state=scheduled" in link
+    preview = web(*OPERATE).get(link)
+    assert preview.status_code == 200 and preview.context["preview"].count == 3  # not the examples.fail job
+    viewer_html = text(web(*VIEW).get("/jobs/", {"task": "examples.echo"}))
+    assert "all matching" not in viewer_html and 'type="checkbox"' not in viewer_html
+    assert "Delete all matching" not in text(web(*OPERATE).get("/jobs/", {"task": "examples.echo"}))
+
+
 @pytest.mark.parametrize(
     "query, message",
     [

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
+from jobconsole.core import task
 from jobconsole.models import AuditLog, DeadLetter
 from tests.helpers import claim
 from tests.mirror_fixtures import *  # noqa: F403
@@ -62,6 +63,23 @@ def test_overview_and_queue_pages_show_counts_and_the_no_workers_badge(client, r
     assert odd.status_code == 200 and "Unknown state" in odd.content.decode()
 
 
+@task(name="tests.retry_later", queue="tests.retry_later", max_retries=3, retry_delay=600)
+def retry_later() -> None:
+    raise RuntimeError("down for maintenance")
+
+
+def test_overview_counts_retrying_jobs_apart_from_delayed_ones(client, mirror, r):
+    client.enqueue("tests.retry_later", delay=600)  # delayed, not retrying
+    retrying = client.enqueue("tests.retry_later").id
+    run_worker(r, ["tests.retry_later"])
+    assert client.get(retrying, history=False).state.value == "retrying"
+    mirror.drain()
+    page = web(*VIEW).get("/")
+    row = next(q for q in page.context["queues"] if q.name == "tests.retry_later")
+    assert (row.counts.scheduled, row.extra["retrying"], page.context["totals"]["retrying"]) == (2, 1, 1)
+    assert "?queue=tests.retry_later&amp;state=retrying" in page.content.decode()
+
+
 def test_queue_pages_cursor_walks_every_job_once(client):
     ids = {client.enqueue("examples.echo", {"i": i}).id for i in range(120)}
     browser, seen, cursor = web(*VIEW), [], ""
@@ -78,8 +96,17 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     client.enqueue("examples.echo", {"x": 1})
     viewer = web(*VIEW)
     assert "Pause queue" not in viewer.get("/queues/examples.echo/").content.decode()
-    assert viewer.post("/queues/examples.echo/pause", {"action": "pause"}).status_code == 403
-    assert not client.queries.is_paused("examples.echo")
+    refused = viewer.post(
+        "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "http://testserver/queues/"}
+    )
+    assert refused.status_code == 403 and not client.queries.is_paused("examples.echo")
+    page = refused.content.decode()  # the console's refusal page, with the reason and a way back
+    assert "Not allowed" in page and "pause" in page and 'href="http://testserver/queues/"' in page
+    assert 'aria-current="page"' not in page and 'href="/queues/"' in page  # the console's navigation
+    elsewhere = viewer.post(
+        "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "https://evil.test/"}
+    )
+    assert "evil.test" not in elsewhere.content.decode()
     operator = web(*OPERATE)
     assert operator.get("/queues/examples.echo/pause").status_code == 405  # a GET never changes anything
     response = operator.post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"}, follow=True)

@@ -201,3 +201,16 @@ def test_gauges_count_overdue_running_jobs_and_the_intake(r: "redis.Redis", clie
     assert r.xlen(k.intake) == 1
     [g] = client.queries.gauges(["q"])
     assert g.queued == 1 and g.oldest_wait is not None and g.oldest_wait < 5
+
+
+def test_a_job_the_recoverer_dead_letters_counts_as_dead_like_one_that_failed(r: "redis.Redis", client: Client) -> None:
+    from jobconsole.core.maintenance import Maintenance
+
+    lost_once = client.enqueue("t.ok", max_retries=0).id
+    [lease] = claim(r, "q", count=1)
+    assert lease.id == lost_once
+    r.zadd(queue_keys("q").active, {lost_once: 1})  # its lease ran out: the worker died
+    Maintenance(r).recover("q")
+    assert client.get(lost_once).state is JobState.DEAD
+    totals = stats_by_metric(client)
+    assert (totals["lost"], totals["dead"]) == (1, 1)

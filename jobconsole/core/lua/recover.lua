@@ -53,6 +53,7 @@ for _, job_id in ipairs(expired) do
     else
       local state = (f[4] == 'discard') and 'failed' or 'dead'
       redis.call('ZADD', (state == 'dead') and KEYS[3] or KEYS[4], now, job_id)
+      if state == 'dead' then count(KEYS[9], now, 'dead', f[6] or '') end  -- as fail.lua counts its dead
       redis.call('HSET', job_key, 'state', state, 'finished_at', now)
       release_unique(KEYS[5], job_key, job_id)
       if state ~= 'dead' then finish(job_key, ttl) end

@@ -1,6 +1,7 @@
-"""python manage.py runworker --queues a,b --concurrency N [--max-tasks M] [--burst]
+"""python manage.py runworker --queues a,b | --role R --concurrency N [--max-tasks M] [--burst]
 
-Queues: those given with --queues, in claim order; by default every registered task's queue (each installed
+Queues: those given with --queues, in claim order, or the queues of a worker role (--role: core/roles.py, set
+with Jobbers' POST /jobbers/queues/<role>); by default every registered task's queue (each installed
 app's tasks.py and TASK_MODULES), except the system queue. The system queue (`jobconsole.system`: bulk
 operations) is served besides, always, by a small worker of its own in a thread of this process (BULK.CONCURRENCY
 threads), so a bulk operation neither waits behind the backlog of the other queues (a worker claims its queues in
@@ -17,6 +18,8 @@ from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.checks import TAG
 from jobconsole.conf import bulk_config, get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
+from jobconsole.core.errors import InvalidJob
+from jobconsole.core.roles import Roles, check_name
 from jobconsole.engine import get_redis
 
 
@@ -31,6 +34,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--queues", default="", help="comma-separated queues, claimed in this order")
+        parser.add_argument("--role", default="", help="serve the queues of this worker role instead of --queues")
         parser.add_argument("--concurrency", type=int, default=None, help="jobs run at once (threads)")
         parser.add_argument("--max-tasks", type=int, default=None, help="exit after this many jobs")
         parser.add_argument("--burst", action="store_true", help="exit when there is nothing to do")
@@ -41,10 +45,26 @@ class Command(BaseCommand):
             "--no-system-worker", action="store_true", help=f"do not serve the system queue {SYSTEM_QUEUE} here"
         )
 
+    def role_queues(self, role: str) -> list[str]:
+        if not role:
+            return []
+        try:
+            check_name(role, "role")
+        except InvalidJob as exc:
+            raise CommandError(str(exc)) from None
+        queues = Roles(get_redis()).queues(role)
+        if not queues:
+            raise CommandError(f"role {role!r} has no queues: set them with POST /jobbers/queues/{role}")
+        return queues
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["role"] and options["queues"]:
+            raise CommandError("give --queues or --role, not both")
         config = get_config()
-        queues = [q for q in options["queues"].split(",") if q] or sorted(
-            {t.queue for t in default_registry.all()} - {SYSTEM_QUEUE}
+        queues = (
+            [q for q in options["queues"].split(",") if q]
+            or self.role_queues(options["role"])
+            or sorted({t.queue for t in default_registry.all()} - {SYSTEM_QUEUE})
         )
         if not queues:
             raise CommandError(
