@@ -226,6 +226,10 @@ def get_job(call: Call) -> Reply:
 
 
 STATES = [s.value for s in JobState]
+SEARCHED_BACK_TO = (
+    "set when a text search stopped at the most rows one request looks through: it looked at the jobs enqueued "
+    "from this time on, and next_cursor goes on with older ones (also after a page with no items)"
+)
 
 
 @operation(
@@ -243,7 +247,9 @@ STATES = [s.value for s in JobState]
     ),
     database_only=True,
     responses={200: Response("A page of jobs, newest first.", obj(
-        {"items": array(ref("JobSummary")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
+        {"items": array(ref("JobSummary")), "next_cursor": {"type": ["string", "null"]},
+         "searched_back_to": {"type": ["string", "null"], "format": "date-time", "description": SEARCHED_BACK_TO}},
+        ("items", "next_cursor", "searched_back_to")))},
 )  # fmt: skip
 def search_jobs(call: Call) -> Reply:
     """The console's job search over the database mirror (what the mirror has copied: a job submitted a moment
@@ -262,7 +268,9 @@ def search_jobs(call: Call) -> Reply:
         found = search.page(filters, call.params.get("cursor"), call.params["limit"])
     except search.BadCursor:
         raise Problem(400, "The cursor is not one this API gave out; start from the first page (no cursor).") from None
-    return Reply(200, {"items": [shapes.job_summary(row) for row in found.rows], "next_cursor": found.next_cursor})
+    items = [shapes.job_summary(row) for row in found.rows]
+    searched = shapes.iso(found.searched_back_to)
+    return Reply(200, {"items": items, "next_cursor": found.next_cursor, "searched_back_to": searched})
 
 
 ACTION_BODY = obj({"reason": REASON})

@@ -181,7 +181,8 @@ def test_search_reads_the_mirror_with_the_consoles_filters(operator: Api, mirror
     assert [j["id"] for j in page["items"]] == ids[::-1][:2] and page["next_cursor"]
     rest = operator.get("/jobs", task="apitest.add", limit=2, cursor=page["next_cursor"]).json()
     assert [j["id"] for j in rest["items"]] == ids[::-1][2:4]
-    assert [j["task"] for j in operator.get("/jobs", text="HAYSTACK").json()["items"]] == ["examples.echo"]
+    found = operator.get("/jobs", text="HAYSTACK").json()
+    assert [j["task"] for j in found["items"]] == ["examples.echo"] and found["searched_back_to"] is None
     assert operator.get("/jobs", state="completed").json()["items"] == []
     assert len(operator.get("/jobs", queue="apitest", after="2000-01-01T00:00:00Z").json()["items"]) == 5
     problem(operator.get("/jobs", state="finished"), 400)
@@ -192,6 +193,23 @@ def test_search_reads_the_mirror_with_the_consoles_filters(operator: Api, mirror
     problem(operator.get("/jobs", after="2030-01-01T00:00:00Z", before="2020-01-01T00:00:00Z"), 400)
     unknown = problem(operator.get("/jobs", colour="red"), 400)
     assert "colour" in unknown["detail"]
+
+
+def test_a_text_search_reports_how_far_back_it_looked(
+    operator: Api, mirror: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(4):
+        operator.post("/jobs", {"task": "examples.echo", "params": {"n": n, "tag": "needle" if n == 0 else ""}})
+    mirror.drain()
+    monkeypatch.setattr("jobconsole.search.TEXT_SCAN", 2)
+    first = operator.get("/jobs", text="needle").json()
+    assert first["items"] == [] and first["searched_back_to"] and first["next_cursor"]
+    cursor, found = first["next_cursor"], []
+    while cursor:
+        page = operator.get("/jobs", text="needle", cursor=cursor).json()
+        found += page["items"]
+        cursor = page["next_cursor"]
+    assert [j["params_preview"] for j in found] == ['{"n":0,"tag":"needle"}']
 
 
 def test_a_submit_token_sees_only_its_own_jobs_and_cannot_operate(operator: Api, submitter: Api, mirror: Any) -> None:
