@@ -1,8 +1,10 @@
 """Jobs: submit (one or a batch), get, search, cancel, retry, delete, recover, and edit a waiting job."""
 
 import json
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -75,7 +77,7 @@ def _batch_body() -> Schema:
     return obj({"jobs": array(JOB_SPEC, minItems=1, maxItems=api_config()["MAX_BATCH"])}, ("jobs",))
 
 
-def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
+def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[str]] | None = None) -> JobSpec:
     """A checked body as the engine's JobSpec; refused with 422 for what the engine refuses."""
     client = get_client()
     prefix = f"{place}." if place else ""
@@ -87,7 +89,7 @@ def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
             errors=[{"field": f"{prefix}task", "message": "is not a registered task"}],
         )
     queue = body.get("queue")
-    if queue is not None and queue not in _known_queues():
+    if queue is not None and queue not in (known_queues or _known_queues)():
         raise Problem(
             422,
             f"Unknown queue {queue!r}: no task is registered on it and no job has used it (no worker would take it).",
@@ -124,6 +126,10 @@ def _same_job(existing: Any, spec: JobSpec) -> bool:
 
 
 def _remember(call: Call, job_ids: list[str]) -> None:
+    """Record the jobs a submit-only token submitted: the ones it may read. (An operate token reads every job,
+    so its submissions cost no database write.)"""
+    if call.operates or not job_ids:
+        return
     SubmittedJob.objects.bulk_create(
         [SubmittedJob(job_id=job_id, token=call.token) for job_id in job_ids], ignore_conflicts=True
     )
@@ -178,9 +184,10 @@ def submit_batch(call: Call) -> Reply:
     enqueued and the errors name each one."""
     specs: list[JobSpec] = []
     errors: list[dict[str, str]] = []
+    known_queues = cache(_known_queues)  # read once per batch, and only if a job names a queue
     for index, body in enumerate(call.body["jobs"]):
         try:
-            specs.append(_spec(body, f"jobs[{index}]"))
+            specs.append(_spec(body, f"jobs[{index}]", known_queues))
         except Problem as problem:
             errors += problem.extra.get("errors") or [{"field": f"jobs[{index}]", "message": problem.detail}]
     ids = [s.id for s in specs if s.id]
