@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+from django.test import Client as WebClient
 
 from api.models import ApiToken, SubmittedJob
 from api.v1 import idempotency
@@ -273,3 +274,11 @@ def test_edit_is_a_compare_and_set(operator: Api) -> None:
     assert get_client().get(job_id).params == {"a": 5}
     soon = operator.patch(f"/jobs/{job_id}", {**seen, "run_at": "2001-01-01T00:00:00Z"})
     assert soon.status_code == 200 and soon.json()["state"] == "queued"  # due now: it waits no more
+
+
+def test_api_calls_need_no_csrf_token(operator: Api) -> None:
+    """Clients authenticate with a bearer token, which no browser sends by itself: no CSRF cookie dance."""
+    token = operator.web.defaults["HTTP_AUTHORIZATION"]
+    strict = WebClient(enforce_csrf_checks=True, HTTP_AUTHORIZATION=token)
+    response = strict.post("/api/v1/jobs", {"task": "apitest.add", "params": {"a": 1}}, content_type="application/json")
+    assert response.status_code == 201, response.content
