@@ -196,9 +196,7 @@ def _read_params(op: Operation, request: HttpRequest, path_values: dict[str, str
         else:
             values[param.name] = value
     if errors:
-        where = "path" if any(p.where == "path" and p.name == e["field"] for e in errors for p in op.params) else ""
-        detail = "The " + (where or "query") + " parameters are not valid: " + _sentence(errors)
-        raise Problem(400, detail, errors=errors)
+        raise Problem(400, "The parameters are not valid: " + _sentence(errors), errors=errors)
     return values
 
 
