@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -104,8 +105,11 @@ def read_body(request: HttpRequest) -> bytes:
         raise Problem(400, f"Content-Length {declared!r} is not a number.") from None
     if length > limit:
         raise Problem(413, f"The body has {length} bytes; the most this API reads is {limit}.")
-    body = request.body
-    if len(body) > limit:  # a chunked body names no length
+    try:
+        body = request.body
+    except RequestDataTooBig:  # over Django's own DATA_UPLOAD_MAX_MEMORY_SIZE, when that is the lower limit
+        raise Problem(413, f"The body is larger than the most this API reads ({limit} bytes).") from None
+    if len(body) > limit:  # a length that was not declared
         raise Problem(413, f"The body has {len(body)} bytes; the most this API reads is {limit}.")
     return body
 

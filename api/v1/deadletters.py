@@ -50,7 +50,7 @@ def _selection(ids: list[str] | None, filters: dict[str, Any]) -> Selection:
 
 @operation(
     "GET", "/dead-letters", operation_id="list_dead_letters", summary="List dead letters", tag="dead letters",
-    params=(*(Param(name, schema) for name, schema in FILTER_FIELDS.items()), *PAGING),
+    params=(*(Param(name, schema) for name, schema in FILTER_FIELDS.items()), *PAGING), database_only=True,
     responses={200: Response("A page of dead letters, newest first.", obj(
         {"items": array(ref("DeadLetter")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
 )  # fmt: skip

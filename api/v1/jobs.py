@@ -1,8 +1,10 @@
 """Jobs: submit (one or a batch), get, search, cancel, retry, delete, recover, and edit a waiting job."""
 
 import json
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -75,7 +77,7 @@ def _batch_body() -> Schema:
     return obj({"jobs": array(JOB_SPEC, minItems=1, maxItems=api_config()["MAX_BATCH"])}, ("jobs",))
 
 
-def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
+def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[str]] | None = None) -> JobSpec:
     """A checked body as the engine's JobSpec; refused with 422 for what the engine refuses."""
     client = get_client()
     prefix = f"{place}." if place else ""
@@ -87,7 +89,7 @@ def _spec(body: dict[str, Any], place: str = "") -> JobSpec:
             errors=[{"field": f"{prefix}task", "message": "is not a registered task"}],
         )
     queue = body.get("queue")
-    if queue is not None and queue not in _known_queues():
+    if queue is not None and queue not in (known_queues or _known_queues)():
         raise Problem(
             422,
             f"Unknown queue {queue!r}: no task is registered on it and no job has used it (no worker would take it).",
@@ -124,6 +126,10 @@ def _same_job(existing: Any, spec: JobSpec) -> bool:
 
 
 def _remember(call: Call, job_ids: list[str]) -> None:
+    """Record the jobs a submit-only token submitted: the ones it may read. (An operate token reads every job,
+    so its submissions cost no database write.)"""
+    if call.operates or not job_ids:
+        return
     SubmittedJob.objects.bulk_create(
         [SubmittedJob(job_id=job_id, token=call.token) for job_id in job_ids], ignore_conflicts=True
     )
@@ -178,9 +184,10 @@ def submit_batch(call: Call) -> Reply:
     enqueued and the errors name each one."""
     specs: list[JobSpec] = []
     errors: list[dict[str, str]] = []
+    known_queues = cache(_known_queues)  # read once per batch, and only if a job names a queue
     for index, body in enumerate(call.body["jobs"]):
         try:
-            specs.append(_spec(body, f"jobs[{index}]"))
+            specs.append(_spec(body, f"jobs[{index}]", known_queues))
         except Problem as problem:
             errors += problem.extra.get("errors") or [{"field": f"jobs[{index}]", "message": problem.detail}]
     ids = [s.id for s in specs if s.id]
@@ -226,6 +233,10 @@ def get_job(call: Call) -> Reply:
 
 
 STATES = [s.value for s in JobState]
+SEARCHED_BACK_TO = (
+    "set when a text search stopped at the most rows one request looks through: it looked at the jobs enqueued "
+    "from this time on, and next_cursor goes on with older ones (also after a page with no items)"
+)
 
 
 @operation(
@@ -241,8 +252,11 @@ STATES = [s.value for s in JobState]
         Param("before", string("enqueued before", format="date-time")),
         *PAGING,
     ),
+    database_only=True,
     responses={200: Response("A page of jobs, newest first.", obj(
-        {"items": array(ref("JobSummary")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
+        {"items": array(ref("JobSummary")), "next_cursor": {"type": ["string", "null"]},
+         "searched_back_to": {"type": ["string", "null"], "format": "date-time", "description": SEARCHED_BACK_TO}},
+        ("items", "next_cursor", "searched_back_to")))},
 )  # fmt: skip
 def search_jobs(call: Call) -> Reply:
     """The console's job search over the database mirror (what the mirror has copied: a job submitted a moment
@@ -261,7 +275,9 @@ def search_jobs(call: Call) -> Reply:
         found = search.page(filters, call.params.get("cursor"), call.params["limit"])
     except search.BadCursor:
         raise Problem(400, "The cursor is not one this API gave out; start from the first page (no cursor).") from None
-    return Reply(200, {"items": [shapes.job_summary(row) for row in found.rows], "next_cursor": found.next_cursor})
+    items = [shapes.job_summary(row) for row in found.rows]
+    searched = shapes.iso(found.searched_back_to)
+    return Reply(200, {"items": items, "next_cursor": found.next_cursor, "searched_back_to": searched})
 
 
 ACTION_BODY = obj({"reason": REASON})

@@ -4,7 +4,8 @@ in it are the ones the views validate with."""
 from typing import Any
 
 from api.problems import TITLES
-from api.v1.routing import COMMON_PROBLEMS, OPERATIONS, Operation
+from api.v1.catalogue import OPERATIONS
+from api.v1.routing import COMMON_PROBLEMS, Operation
 from api.v1.schema import Schema
 from api.v1.shapes import SCHEMAS
 

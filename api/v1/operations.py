@@ -21,7 +21,7 @@ def _operation(call: Call) -> BulkOperation:
 
 @operation(
     "GET", "/operations/{operation_id}", operation_id="get_operation", summary="A bulk operation's progress",
-    tag="dead letters", params=(OPERATION_ID,),
+    tag="dead letters", params=(OPERATION_ID,), database_only=True,
     responses={200: Response("Its status and counts.", ref("Operation")), 404: Response("No such operation.")},
 )  # fmt: skip
 def get_operation(call: Call) -> Reply:
@@ -32,7 +32,7 @@ def get_operation(call: Call) -> Reply:
 
 @operation(
     "POST", "/operations/{operation_id}/cancel", operation_id="cancel_operation", summary="Stop a bulk operation",
-    tag="dead letters", params=(OPERATION_ID,),
+    tag="dead letters", params=(OPERATION_ID,), database_only=True,
     responses={200: Response("As it is now: cancelled, or to stop after the chunk under way.", ref("Operation")),
                404: Response("No such operation.")},
 )  # fmt: skip

@@ -82,7 +82,8 @@ SCHEDULED_ITEM = obj({"job": ref("JobSummary"), "due_at": string(format="date-ti
     "GET", "/scheduled", operation_id="list_scheduled", summary="List scheduled jobs", tag="jobs",
     params=(queue_param(), *PAGING),
     responses={200: Response("Delayed jobs and retries waiting for their backoff, soonest due first.", obj(
-        {"items": array(SCHEDULED_ITEM), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
+        {"items": array(SCHEDULED_ITEM), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor"))),
+               404: Response("No such queue.")},
 )  # fmt: skip
 def scheduled(call: Call) -> Reply:
     """Jobs waiting for their time, across queues (or one), soonest first, read live from Redis."""

@@ -19,6 +19,7 @@ from api.models import ApiToken
 from api.problems import Problem, api_view, problem_response, read_json
 from api.v1 import idempotency
 from api.v1.schema import Schema, validate
+from jobconsole.engine import get_redis
 
 Location = Literal["path", "query"]
 
@@ -91,6 +92,9 @@ class Operation:
     body_required: bool = True
     responses: dict[int, Response] = field(default_factory=dict)
     idempotent: bool = False  # takes an Idempotency-Key header
+    # Reads only the database: asks Redis first anyway, so that with Redis unreachable every route answers 503
+    # (a 2xx then would let a client believe the system works).
+    database_only: bool = False
 
     @property
     def body(self) -> Schema | None:
@@ -122,6 +126,7 @@ def operation(
     body_required: bool = True,
     responses: dict[int, Response] | None = None,
     idempotent: bool = False,
+    database_only: bool = False,
 ) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         OPERATIONS.append(
@@ -129,6 +134,7 @@ def operation(
                 method=method, route=route, operation_id=operation_id, summary=summary, tag=tag, scope=scope,
                 handler=handler, description=description or (handler.__doc__ or "").strip(), params=params,
                 body_source=body, body_required=body_required, responses=responses or {}, idempotent=idempotent,
+                database_only=database_only,
             )
         )  # fmt: skip
         return handler
@@ -190,9 +196,7 @@ def _read_params(op: Operation, request: HttpRequest, path_values: dict[str, str
         else:
             values[param.name] = value
     if errors:
-        where = "path" if any(p.where == "path" and p.name == e["field"] for e in errors for p in op.params) else ""
-        detail = "The " + (where or "query") + " parameters are not valid: " + _sentence(errors)
-        raise Problem(400, detail, errors=errors)
+        raise Problem(400, "The parameters are not valid: " + _sentence(errors), errors=errors)
     return values
 
 
@@ -232,6 +236,8 @@ def reply_response(reply: Reply) -> HttpResponse:
 
 def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> HttpResponse:
     token = authenticate(request, op.scope)
+    if op.database_only:
+        get_redis().ping()
     params = _read_params(op, request, path_values)
     body = _read_body(op, request)
     call = Call(request=request, token=token, params=params, body=body)

@@ -13,6 +13,7 @@ from jobconsole.metrics.windows import SPANS
 SPAN = Param("span", string("the range: the last hour, day or week", enum=list(SPANS), default="hour"))
 QUEUE = Param("queue", string("only this queue", pattern=NAME_PATTERN))
 TASK = Param("task", string("only this task", pattern=NAME_PATTERN))
+NO_QUEUE = Response("No such queue.")
 NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
 
 
@@ -28,7 +29,7 @@ def _known_queue(call: Call) -> str | None:
     params=(SPAN, QUEUE),
     responses={200: Response("Each queue's depth, throughput and time to drain; each task's counts and run "
                              "times over the range.", obj({"queues": array(any_object()), "tasks": array(any_object())},
-                                                          ("queues", "tasks")))},
+                                                          ("queues", "tasks"))), 404: NO_QUEUE},
 )  # fmt: skip
 def stats(call: Call) -> Reply:
     """Per queue: waiting now, ended attempts per minute (last 5 minutes), seconds to drain. Per task over the
@@ -66,7 +67,8 @@ SERIES = obj(
 
 @operation(
     "GET", "/series", operation_id="get_series", summary="Counts and latency over time", tag="stats",
-    params=(SPAN, QUEUE, TASK), responses={200: Response("One value per bucket of each series.", SERIES)},
+    params=(SPAN, QUEUE, TASK),
+    responses={200: Response("One value per bucket of each series.", SERIES), 404: NO_QUEUE},
 )  # fmt: skip
 def series(call: Call) -> Reply:
     """Jobs per bucket (enqueued, started, completed, failed, retried, dead, lost) and time-in-queue and run-time
@@ -92,7 +94,8 @@ DEPTH = obj(
 
 @operation(
     "GET", "/series/depth", operation_id="get_depth", summary="Queue depth over time", tag="stats",
-    params=(SPAN, QUEUE), responses={200: Response("Each queue's depth samples; the last is now.", DEPTH)},
+    params=(SPAN, QUEUE),
+    responses={200: Response("Each queue's depth samples; the last is now.", DEPTH), 404: NO_QUEUE},
 )  # fmt: skip
 def depth_series(call: Call) -> Reply:
     """Each queue's waiting, scheduled, running and dead jobs and its oldest wait (seconds) over the range."""

@@ -40,7 +40,8 @@ def docs(request: HttpRequest) -> HttpResponse:
             ]
             groups.setdefault(op["tags"][0], []).append({
                 "method": method.upper(), "path": "/api/v1" + route, "id": op["operationId"], "summary": op["summary"],
-                "description": op["description"], "scope": op["x-scope"], "parameters": op["parameters"],
+                "description": op["description"], "scope": op["x-scope"],
+                "parameters": [{**p, "schema": json.dumps(p["schema"], ensure_ascii=False)} for p in op["parameters"]],
                 "body": _pretty(body) if body else "", "responses": responses,
             })  # fmt: skip
     context = {

@@ -77,6 +77,12 @@ def test_a_body_over_the_limit_is_413(settings: Any) -> None:
     assert post('{"a": "' + "x" * 91 + '"}').status_code == 200  # 100 bytes
 
 
+def test_djangos_own_body_limit_is_a_413_too(settings: Any) -> None:
+    settings.JOBCONSOLE = {**settings.JOBCONSOLE, "API": {"MAX_BODY_BYTES": 10_000}}
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 50  # lower than the API's: Django refuses to read the body first
+    assert "larger than" in problem(post('{"a": "' + "x" * 100 + '"}'), 413)["detail"]
+
+
 def test_a_wrong_method_is_405_with_allow() -> None:
     response = echo(factory.get("/x"))
     assert problem(response, 405)["detail"].startswith("GET is not served")

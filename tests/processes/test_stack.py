@@ -162,6 +162,8 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
     assert stack.stop() == 0
     out = stack.output()
     assert "SIGTERM: stopping demo, then worker, then web, then redis" in out
+    # The seeds' clients work unchanged against `make run` (they had no tokens), and the log says so.
+    assert "open to callers without a token (JOBCONSOLE_API_ANONYMOUS_SEEDS=1)" in out
     # Workers stop before Redis: both said so while Redis was still up.
     workers_stopped = [out.index(f"worker={i} stopped") for i in ids]
     assert max(workers_stopped) < out.index("Redis is now ready to exit"), out[-4000:]

@@ -4,7 +4,7 @@ import json
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client as WebClient
 
 import tests.api.v1.tasks  # noqa: F401  (registers the API tests' tasks)
 from api.models import ApiToken
@@ -18,7 +18,7 @@ class Api:
 
     def __init__(self, token: str | None, name: str = "") -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.web = Client(headers=headers)
+        self.web = WebClient(headers=headers)
         self.name = name
 
     def get(self, path: str, **query: Any) -> Any:
