@@ -71,7 +71,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "jobconsole",
     "dashboards",
-    "api",  # the HTTP API: the native JSON API (/api/v1/), the seed systems' interfaces, /metrics
+    "jobconsole_api",  # the HTTP API: the native JSON API (/api/v1/), the seed systems' interfaces, /metrics
     "project",  # its tasks.py registers the example tasks of `make run`'s demo
 ]
 

@@ -1,12 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from api.metrics import metrics
+from jobconsole_api.metrics import metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/", include("api.urls")),
-    path("", include("api.seeds.urls")),  # before the console: /jobs (the seeds) beside /jobs/ (its page)
+    path("api/", include("jobconsole_api.urls")),
+    path("", include("jobconsole_api.seeds.urls")),  # before the console: /jobs (the seeds) beside /jobs/ (its page)
     path("metrics", metrics, name="metrics"),
     path("", include("dashboards.urls")),
 ]

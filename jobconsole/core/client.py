@@ -13,6 +13,7 @@ from redis.exceptions import OutOfMemoryError
 from jobconsole.core import keys
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, RedisFull, UnknownTask
+from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.priority import parse_priority
@@ -103,6 +104,7 @@ class Client:
         self.redis = connection
         self.store = Store(connection, events_maxlen=events_maxlen)
         self.queries = Queries(self.store)
+        self.idempotency = IdempotencyRecords(connection)  # the HTTP API's Idempotency-Key records
         self.registry = registry if registry is not None else default_registry
         self.strict = strict  # refuse task names this process has not registered
         self.events_maxlen = events_maxlen

@@ -121,3 +121,9 @@ REDIS_EPOCH = f"{PREFIX}:{{meta}}:epoch"
 
 def lock_key(name: str) -> str:
     return LOCKS[name]
+
+
+def idempotency_key(scope: str, key_digest: str) -> str:
+    """An Idempotency-Key's record (STRING, JSON, expiring): `scope` is the caller (an API token's id),
+    `key_digest` the key's SHA-256, so any key the client sends makes a key of bounded length."""
+    return f"{PREFIX}:{{api}}:idem:{scope}:{key_digest}"

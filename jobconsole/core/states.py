@@ -26,9 +26,9 @@ class JobState(StrEnum):
 TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.DEAD, JobState.FAILED, JobState.CANCELLED, JobState.DROPPED})
 
 
-# The seed systems' names for our states, where their HTTP interfaces report one (docs/seeds.md). Jobbers reports
-# a running job whose lease ran out as "stalled" (api/seeds/jobbers.py); the Go scheduler had no cancel and no
-# dropped state, so both read as FAILED there.
+# The seed systems' names for our states, where their HTTP interfaces report one (docs/seeds.md). Jobbers
+# reports a running job whose lease ran out as "stalled" (jobconsole_api/seeds/jobbers.py); the Go scheduler had
+# no cancel and no dropped state, so both read as FAILED there.
 JOBBERS_STATUS: dict[JobState, str] = {
     JobState.QUEUED: "submitted",
     JobState.SCHEDULED: "scheduled",

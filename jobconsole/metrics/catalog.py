@@ -1,5 +1,5 @@
 """Every exported metric, built from one reading of the engine's counters and gauges: the one definition the
-Prometheus endpoint (api/prometheus.py) and the OpenTelemetry export (otlp.py) both render.
+Prometheus endpoint (jobconsole_api/prometheus.py) and the OpenTelemetry export (otlp.py) both render.
 
 A reading (`read`) is the day's totals (totals.py), every queue's gauges (gauges.lua, O(log n) per queue) and the
 worker registry: nothing scans jobs. `families` turns it into metric families in a neutral form (`Family`), named

@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.test import Client, RequestFactory
 
-from api.auth import request_token, token_required
-from api.models import ApiToken, hash_token
-from api.problems import api_view
+from jobconsole_api.auth import request_token, token_required
+from jobconsole_api.models import ApiToken, hash_token
+from jobconsole_api.problems import api_view
 
 pytestmark = pytest.mark.django_db
 factory = RequestFactory()
@@ -125,7 +125,9 @@ def test_the_admin_add_form_shows_the_token_once() -> None:
     admin = User.objects.create_superuser("root", "root@example.com", "pw-for-tests")
     browser = Client()
     browser.force_login(admin)
-    response = browser.post("/admin/api/apitoken/add/", {"name": "from admin", "scope": "submit"}, follow=True)
+    response = browser.post(
+        "/admin/jobconsole_api/apitoken/add/", {"name": "from admin", "scope": "submit"}, follow=True
+    )
     assert response.status_code == 200
     token = ApiToken.objects.get()
     shown = next(str(m) for m in response.context["messages"] if "shown only" in str(m))

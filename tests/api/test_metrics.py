@@ -18,13 +18,13 @@ from django.utils import timezone
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.models import ApiToken
 from jobconsole.core import Client
 from jobconsole.core.keys import queue_keys
 from jobconsole.metrics import otlp, rollup, totals
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.service import leader_chores
 from jobconsole.models import MetricsCursor
+from jobconsole_api.models import ApiToken
 from tests.helpers import wait_for, worker_in_thread
 from tests.mirror_fixtures import *  # noqa: F403
 from tests.mirror_fixtures import run_worker

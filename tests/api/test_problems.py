@@ -1,4 +1,5 @@
-"""api.problems: problem+json bodies, JSON bodies read strictly, and the view decorator's 405/503/Problem handling."""
+"""jobconsole_api.problems: problem+json bodies, JSON bodies read strictly, and the view decorator's 405/503/Problem
+handling."""
 
 import json
 from typing import Any
@@ -8,7 +9,7 @@ import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.test import RequestFactory
 
-from api.problems import Problem, api_view, read_json
+from jobconsole_api.problems import Problem, api_view, read_json
 
 factory = RequestFactory()
 

@@ -21,7 +21,7 @@ GLOBAL_SCRIPTS = {"announce", "lock", "mirror_epoch", "mirror_read", "register_w
 def _product_modules() -> list[Path]:
     """Every module of the Django layer: the jobconsole app outside the engine, and the console."""
     paths = [p for p in (ROOT / "jobconsole").rglob("*.py") if ENGINE not in p.parents]
-    return paths + list((ROOT / "dashboards").rglob("*.py"))
+    return paths + [p for app in ("dashboards", "jobconsole_api") for p in (ROOT / app).rglob("*.py")]
 
 
 def _imports(path: Path) -> set[str]:

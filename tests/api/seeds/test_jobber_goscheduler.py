@@ -102,7 +102,7 @@ def test_seed_routes_need_a_token_when_anonymous_seeds_is_off(http: Client, sett
 
 
 def test_a_submit_token_may_submit(http: Client, settings: Any) -> None:
-    from api.models import ApiToken
+    from jobconsole_api.models import ApiToken
 
     settings.JOBCONSOLE = {**settings.JOBCONSOLE, "API": {"ANONYMOUS_SEEDS": False}}
     _, plain = ApiToken.objects.issue(name="ci", scope="submit")

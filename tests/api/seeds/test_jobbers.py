@@ -122,7 +122,7 @@ def test_roles_and_queues(http: Client) -> None:
 
 
 def test_setting_queues_needs_operate(http: Client, settings: Any) -> None:
-    from api.models import ApiToken
+    from jobconsole_api.models import ApiToken
 
     settings.JOBCONSOLE = {**settings.JOBCONSOLE, "API": {"ANONYMOUS_SEEDS": False}}
     _, submit_token = ApiToken.objects.issue(name="s", scope="submit")

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client as WebClient
 
 import tests.api.v1.tasks  # noqa: F401  (registers the API tests' tasks)
-from api.models import ApiToken
+from jobconsole_api.models import ApiToken
 from tests.mirror_fixtures import *  # noqa: F403  (engine_settings, mirror)
 
 BASE = "/api/v1"

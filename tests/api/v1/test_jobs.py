@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.test import Client as WebClient
 
-from api.models import ApiToken, SubmittedJob
-from api.v1 import idempotency
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog
+from jobconsole_api.models import ApiToken, SubmittedJob
+from jobconsole_api.v1 import idempotency
 from tests.api.v1.conftest import Api, problem
 from tests.mirror_fixtures import run_worker
 
@@ -137,7 +137,7 @@ def test_an_idempotency_key_in_flight_is_409_and_refusals_are_replayed(operator:
     spec = {"task": "apitest.add", "params": {"a": 1}}
     token = ApiToken.objects.get(name="ops")
     reserved = {"digest": idempotency._digest("submit_job", json.dumps(spec).encode()), "running": True}
-    r.set(idempotency._redis_key(token, "k2"), json.dumps(reserved))
+    assert get_client().idempotency.reserve(str(token.pk), "k2", json.dumps(reserved), 60) == (True, None)
     found = problem(operator.post("/jobs", spec, **{"Idempotency-Key": "k2"}), 409)
     assert "still being processed" in found["detail"] and job_keys(r) == []
 

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import resolve
 
-from api.v1.catalogue import OPERATIONS
-from api.v1.openapi import document
+from jobconsole_api.v1.catalogue import OPERATIONS
+from jobconsole_api.v1.openapi import document
 
 pytestmark = pytest.mark.django_db
 

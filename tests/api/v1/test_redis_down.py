@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from api.models import ApiToken
-from api.v1.catalogue import OPERATIONS
 from jobconsole.models import AuditLog
+from jobconsole_api.models import ApiToken
+from jobconsole_api.v1.catalogue import OPERATIONS
 from tests.api.v1.conftest import Api, problem
 from tests.redis_server import free_port
 

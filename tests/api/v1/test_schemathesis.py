@@ -17,8 +17,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api.models import ApiToken
-from api.v1.openapi import document
+from jobconsole_api.models import ApiToken
+from jobconsole_api.v1.openapi import document
 from tests.api.v1.conftest import Api
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]

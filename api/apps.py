@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class ApiConfig(AppConfig):
-    name = "api"
-    verbose_name = "API"
-    default_auto_field = "django.db.models.BigAutoField"

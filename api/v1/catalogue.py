@@ -1,7 +1,0 @@
-"""Every operation of /api/v1, declared by importing the modules that declare them (in the order the document
-lists them)."""
-
-from api.v1 import jobs, queues, deadletters, operations, stats  # noqa: F401, I001  (the order is the docs' order)
-from api.v1.routing import OPERATIONS
-
-__all__ = ["OPERATIONS"]

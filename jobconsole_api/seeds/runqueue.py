@@ -1,0 +1,64 @@
+"""The Runqueue seed over HTTP (it had AddJob in-process only, and its health check behind Blueprint's
+lib/r_health routes): `POST /runqueue/jobs` is AddJob (jobconsole/core/runqueue.py does the work, also callable
+from Python), `GET /runqueue/health` its health check, computed by jobconsole/health.py. Runqueue had no HTTP
+error format of its own, so errors are problem+json."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from jobconsole import health
+from jobconsole.core import runqueue
+from jobconsole.core.errors import DuplicateJob, InvalidJob
+from jobconsole_api.problems import Problem
+from jobconsole_api.seeds.common import as_problem, client, iso, read_object, seed_view
+
+FIELDS = {"topic", "json", "priority", "run_at", "unique_key"}
+
+
+@seed_view(["POST"], scope="submit", style=as_problem)
+def add_job(request: HttpRequest) -> HttpResponse:
+    """POST /runqueue/jobs {topic, json?, priority?, run_at?, unique_key?} -> 201 {id, topic, queue, state,
+    priority, run_at, unique_key}; 409 (with the holder's `job_id`) when the unique key is held by a live job."""
+    body = read_object(request, "The body must be a JSON object")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise Problem(422, f"unknown field(s) {', '.join(unknown)}; AddJob takes {', '.join(sorted(FIELDS))}")
+    topic = body.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise Problem(422, "topic must be the name of a registered task")
+    unique_key = body.get("unique_key")
+    if unique_key is not None and not isinstance(unique_key, str):
+        raise Problem(422, "unique_key must be a string")
+    c = client()
+    try:
+        result = runqueue.add_job(
+            c, topic, body.get("json"), priority=body.get("priority"), run_at=body.get("run_at"), unique_key=unique_key
+        )
+    except DuplicateJob as exc:
+        raise Problem(409, str(exc), job_id=exc.job_id, unique_key=exc.unique_key) from None
+    except InvalidJob as exc:
+        raise Problem(422, str(exc)) from None
+    job = c.get(result.id, result.queue, history=False)
+    return JsonResponse(_job(job), status=201)
+
+
+def _job(job: Any) -> dict[str, Any]:
+    return {
+        "id": job.id, "topic": job.task, "queue": job.queue, "state": str(job.state),
+        "priority": job.priority + runqueue.PRIORITY_OFFSET, "run_at": iso(job.run_at),
+        "unique_key": job.unique_key or None, "json": job.params_json,
+    }  # fmt: skip
+
+
+@seed_view(["GET"], scope="submit", style=as_problem)
+def health_check(request: HttpRequest) -> HttpResponse:
+    """GET /runqueue/health: {status: g|y|r, details: {delays, retries, failures, failure_rates}, reasons}.
+    Thresholds: the HEALTH settings, per queue (HEALTH.QUEUES) and per task (HEALTH.TASKS)."""
+    result = health.check(queries=client().queries)
+    return JsonResponse({
+        "status": result.level.code,
+        "details": result.details(),
+        "reasons": [r.message for r in result.reasons],
+        "at": iso(result.at),
+    })  # fmt: skip

@@ -1,0 +1,83 @@
+"""Pieces the operations share: paging parameters, engine refusals as problems, the caller's own jobs."""
+
+import base64
+from typing import Any
+
+from jobconsole.actions import Outcome
+from jobconsole.conf import api_config
+from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict
+from jobconsole_api.models import SubmittedJob
+from jobconsole_api.problems import Problem
+from jobconsole_api.v1.routing import Call, Param, Response
+from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, integer, obj, string
+
+MAX_CURSOR = 300
+MAX_REASON = 1000
+
+
+def job_id_param(description: str = "the job's id, a ULID") -> Param:
+    return Param("job_id", string(description, pattern=ULID_PATTERN), where="path", required=True)
+
+
+def queue_param(where: str = "query", description: str = "only this queue") -> Param:
+    return Param("queue", string(description, pattern=NAME_PATTERN), where=where, required=where == "path")  # type: ignore[arg-type]
+
+
+def _limit() -> Schema:
+    # The limits are settings, read when asked: the document shows the values of the process serving it.
+    config = api_config()
+    return integer("items per page", minimum=1, maximum=config["MAX_PAGE_SIZE"], default=config["PAGE_SIZE"])
+
+
+PAGING = (
+    Param("limit", _limit),
+    Param("cursor", string("from the previous page's next_cursor", maxLength=MAX_CURSOR)),
+)
+
+
+def page_of(item: Schema) -> Schema:
+    return obj(
+        {"items": {"type": "array", "items": item}, "next_cursor": {"type": ["string", "null"]}},
+        ("items", "next_cursor"),
+    )
+
+
+REASON = string("why (kept in the audit log)", maxLength=MAX_REASON)
+MESSAGE = obj({"id": string(), "message": string()}, ("id", "message"))
+NOT_FOUND = Response("No such job (or, for a submit-only token, not one of its own).")
+CONFLICT = Response("The job is not in a state that allows this (it moved on); nothing was changed.")
+
+
+def refusal(outcome: Outcome) -> Problem:
+    """An action the engine refused, as the status its kind deserves."""
+    exc = outcome.refusal
+    if isinstance(exc, JobNotFound):
+        return Problem(404, outcome.message)
+    if isinstance(exc, InvalidJob):
+        return Problem(422, outcome.message)
+    if isinstance(exc, JobStateConflict | DuplicateJob):
+        return Problem(409, outcome.message)
+    return Problem(409, outcome.message)
+
+
+def may_see(call: Call, job_id: str) -> bool:
+    """An operate token sees every job; a submit-only token the jobs it submitted."""
+    return call.operates or SubmittedJob.objects.filter(job_id=job_id, token=call.token).exists()
+
+
+def no_job(job_id: str) -> Problem:
+    return Problem(404, f"No job {job_id}.")
+
+
+def encode_cursor(*parts: Any) -> str:
+    return base64.urlsafe_b64encode("|".join(str(p) for p in parts).encode()).decode()
+
+
+def decode_cursor(cursor: str, count: int) -> list[str]:
+    try:
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+    except (ValueError, UnicodeDecodeError):
+        parts = []
+    if len(parts) != count:
+        raise Problem(400, "The cursor is not one this API gave out; start from the first page (no cursor).")
+    return parts

@@ -1,0 +1,100 @@
+"""Queues (list, pause, resume), workers, and scheduled jobs: live state read from Redis."""
+
+from django.utils import timezone
+
+from jobconsole import audit
+from jobconsole.core import InvalidJob
+from jobconsole.engine import get_client
+from jobconsole.models import Queue
+from jobconsole_api.problems import Problem
+from jobconsole_api.v1 import shapes
+from jobconsole_api.v1.common import PAGING, REASON, queue_param
+from jobconsole_api.v1.routing import Call, Reply, Response, operation
+from jobconsole_api.v1.schema import array, obj, ref, string
+
+QUEUES = obj({"items": array(ref("Queue"))}, ("items",))
+
+
+@operation(
+    "GET", "/queues", operation_id="list_queues", summary="List queues", tag="queues",
+    responses={200: Response("Every queue with its counts by state.", QUEUES)},
+)  # fmt: skip
+def list_queues(call: Call) -> Reply:
+    """Every queue ever used, with its jobs by state and whether it is paused."""
+    queries = get_client().queries
+    return Reply(200, {"items": [shapes.queue(queries.counts(name)) for name in queries.queues()]})
+
+
+def _known(name: str) -> str:
+    if name not in get_client().queries.queues():
+        raise Problem(404, f"No queue {name!r}: no job has used it.")
+    return name
+
+
+def _set_paused(call: Call, pause: bool) -> Reply:
+    name = _known(call.params["queue"])
+    client = get_client()
+    changed = client.pause(name) if pause else client.resume(name)
+    Queue.objects.update_or_create(name=name, defaults={"paused": pause, "changed_at": timezone.now()})
+    verb = "pause" if pause else "resume"
+    audit.record(call.actor, verb, queue=name, filter={"queues": [name]}, count=int(changed),
+                 reason=call.body.get("reason", ""))  # fmt: skip
+    return Reply(200, shapes.queue(client.queries.counts(name)))
+
+
+PAUSE_RESPONSES = {200: Response("The queue as it is now.", ref("Queue")), 404: Response("No such queue.")}
+
+
+@operation(
+    "POST", "/queues/{queue}/pause", operation_id="pause_queue", summary="Pause a queue", tag="queues",
+    params=(queue_param("path", "the queue's name"),), body=obj({"reason": REASON}), body_required=False,
+    responses=PAUSE_RESPONSES,
+)  # fmt: skip
+def pause(call: Call) -> Reply:
+    """Workers take nothing more from the queue (jobs running go on); enqueuing still works."""
+    return _set_paused(call, True)
+
+
+@operation(
+    "POST", "/queues/{queue}/resume", operation_id="resume_queue", summary="Resume a queue", tag="queues",
+    params=(queue_param("path", "the queue's name"),), body=obj({"reason": REASON}), body_required=False,
+    responses=PAUSE_RESPONSES,
+)  # fmt: skip
+def resume(call: Call) -> Reply:
+    """Workers take jobs from the queue again."""
+    return _set_paused(call, False)
+
+
+@operation(
+    "GET", "/workers", operation_id="list_workers", summary="List workers", tag="workers",
+    responses={200: Response("Every registered worker, latest heartbeat first.",
+                             obj({"items": array(ref("Worker"))}, ("items",)))},
+)  # fmt: skip
+def workers(call: Call) -> Reply:
+    """Every worker that registered: its queues, threads, what it runs now, and whether it is gone."""
+    return Reply(200, {"items": [shapes.worker(w) for w in get_client().queries.workers()]})
+
+
+SCHEDULED_ITEM = obj({"job": ref("JobSummary"), "due_at": string(format="date-time")}, ("job", "due_at"))
+
+
+@operation(
+    "GET", "/scheduled", operation_id="list_scheduled", summary="List scheduled jobs", tag="jobs",
+    params=(queue_param(), *PAGING),
+    responses={200: Response("Delayed jobs and retries waiting for their backoff, soonest due first.", obj(
+        {"items": array(SCHEDULED_ITEM), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor"))),
+               404: Response("No such queue.")},
+)  # fmt: skip
+def scheduled(call: Call) -> Reply:
+    """Jobs waiting for their time, across queues (or one), soonest first, read live from Redis."""
+    queries = get_client().queries
+    queue = call.params.get("queue")
+    if queue is not None:
+        _known(queue)
+    try:
+        found = queries.timed_jobs("scheduled", [queue] if queue else None, cursor=call.params.get("cursor"),
+                                   limit=call.params["limit"])  # fmt: skip
+    except InvalidJob:
+        raise Problem(400, "The cursor is not one this API gave out; start from the first page.") from None
+    items = [{"job": shapes.live_summary(t.job), "due_at": shapes.iso(t.at)} for t in found.jobs]
+    return Reply(200, {"items": items, "next_cursor": found.next_cursor})

@@ -1,0 +1,291 @@
+"""What the API answers with: the JSON of jobs, attempts, dead letters, queues, workers and bulk operations, and
+their schemas (components of the OpenAPI document). Times are RFC 3339 strings in UTC, durations seconds."""
+
+import json
+from datetime import datetime
+from typing import Any
+
+from jobconsole.bulk.progress import progress
+from jobconsole.core.job import Attempt as LiveAttempt
+from jobconsole.core.job import Job as LiveJob
+from jobconsole.core.queries import QueueCounts, WorkerInfo
+from jobconsole.core.results import EnqueueResult
+from jobconsole.models import Attempt as AttemptRow
+from jobconsole.models import BulkOperation, DeadLetter
+from jobconsole.models import Job as JobRow
+from jobconsole_api.v1.schema import Schema, any_object, array, boolean, integer, nullable, number, obj, ref, string
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def _json_or_text(text: str) -> Any:
+    """Stored JSON text decoded; text that is not JSON (written by other hands) as it is."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+TIME = nullable(string(format="date-time"))
+TEXT = string()
+
+SCHEMAS: dict[str, Schema] = {
+    "Submitted": obj(
+        {
+            "id": string("the job's id (for status 'duplicate': the live job holding the unique key)"),
+            "queue": TEXT,
+            "state": TEXT,
+            "status": string(
+                "created; exists (this id was submitted before: nothing new); duplicate (the unique "
+                "key is held by a live job: nothing new); conflict (batch only: the id was used for "
+                "another task or other parameters)",
+                enum=["created", "exists", "duplicate", "conflict"],
+            ),
+        },
+        ("id", "queue", "state", "status"),
+    ),
+    "Attempt": obj(
+        {
+            "attempt": integer(),
+            "outcome": TEXT,
+            "worker": TEXT,
+            "host": TEXT,
+            "pid": integer(),
+            "started_at": TIME,
+            "ended_at": TIME,
+            "duration": nullable(number()),
+            "error_class": TEXT,
+            "message": TEXT,
+            "traceback": TEXT,
+            "top_frame": TEXT,
+        },
+        ("attempt", "outcome", "started_at", "ended_at"),
+    ),
+    "JobSummary": obj(
+        {
+            "id": TEXT,
+            "task": TEXT,
+            "queue": TEXT,
+            "state": TEXT,
+            "priority": integer(),
+            "attempts": integer(),
+            "max_retries": integer(),
+            "unique_key": TEXT,
+            "enqueued_at": TIME,
+            "run_at": TIME,
+            "started_at": TIME,
+            "finished_at": TIME,
+            "worker": TEXT,
+            "error_class": TEXT,
+            "params_preview": string("the start of the parameters' JSON text"),
+        },
+        ("id", "task", "queue", "state"),
+    ),
+    "Job": obj(
+        {
+            "id": TEXT,
+            "task": TEXT,
+            "queue": TEXT,
+            "state": TEXT,
+            "priority": integer(),
+            "attempts": integer(),
+            "max_retries": integer(),
+            "version": integer(),
+            "unique_key": TEXT,
+            "params": {"description": "the parameters (the stored text when it is not JSON)"},
+            "result": {"description": "the task's return value, null until it completed"},
+            "progress": nullable(number()),
+            "cancel_requested": boolean(),
+            "reason": TEXT,
+            "last_error": {"description": "the last failed attempt's error, null when none"},
+            "enqueued_at": TIME,
+            "run_at": TIME,
+            "started_at": TIME,
+            "finished_at": TIME,
+            "heartbeat_at": TIME,
+            "worker": TEXT,
+            "in_redis": boolean("false: Redis has dropped the job (retention); this is the database's copy"),
+            "history": array(ref("Attempt")),
+        },
+        ("id", "task", "queue", "state", "history", "in_redis"),
+    ),
+    "DeadLetter": obj(
+        {
+            "id": integer("the dead letter's own id (one per death)"),
+            "job_id": TEXT,
+            "queue": TEXT,
+            "task": TEXT,
+            "version": integer(),
+            "died_at": TIME,
+            "attempts": integer(),
+            "error_class": TEXT,
+            "message": TEXT,
+            "top_frame": TEXT,
+            "fingerprint": string("groups deaths by cause (error class and top frame)"),
+            "resubmitted_at": TIME,
+            "resubmitted_by": TEXT,
+        },
+        ("id", "job_id", "queue", "task", "died_at"),
+    ),
+    "Queue": obj(
+        {
+            "name": TEXT,
+            "paused": boolean(),
+            "queued": integer(),
+            "scheduled": integer(),
+            "running": integer(),
+            "completed": integer(),
+            "failed": integer(),
+            "dead": integer(),
+            "dropped": integer(),
+            "cancelled": integer(),
+        },
+        ("name", "paused"),
+    ),
+    "Worker": obj(
+        {
+            "id": TEXT,
+            "host": TEXT,
+            "pid": integer(),
+            "queues": array(TEXT),
+            "concurrency": integer(),
+            "active_threads": integer(),
+            "state": string("running, stopping, or gone (it stopped heartbeating)"),
+            "started_at": TIME,
+            "heartbeat_at": TIME,
+            "processed": integer(),
+            "failed": integer(),
+            "current": array(any_object(), "the jobs it runs now"),
+        },
+        ("id", "state"),
+    ),
+    "Operation": obj(
+        {
+            "id": integer(),
+            "kind": TEXT,
+            "status": string(enum=[s.value for s in BulkOperation.Status]),
+            "actor": TEXT,
+            "reason": TEXT,
+            "selection": any_object(),
+            "options": any_object(),
+            "created_at": TIME,
+            "started_at": TIME,
+            "finished_at": TIME,
+            "total": integer(),
+            "done": integer(),
+            "refused": integer(),
+            "failed": integer(),
+            "processed": integer(),
+            "chunks": integer(),
+            "chunks_done": integer(),
+            "percent": integer(),
+            "cancel_requested": boolean(),
+            "rate": nullable(number("jobs per second")),
+            "seconds_left": nullable(number()),
+            "stalled": boolean("running, but no chunk finished for a minute: its system job may be lost"),
+        },
+        ("id", "kind", "status", "total", "done", "refused", "failed"),
+    ),
+}
+
+
+def submitted(result: EnqueueResult, status: str | None = None) -> dict[str, Any]:
+    return {"id": result.id, "queue": result.queue, "state": str(result.state), "status": status or result.status}
+
+
+def attempt(a: LiveAttempt | AttemptRow) -> dict[str, Any]:
+    duration = a.duration
+    return {
+        "attempt": a.attempt, "outcome": a.outcome, "worker": a.worker, "host": a.host, "pid": a.pid,
+        "started_at": iso(a.started_at), "ended_at": iso(a.ended_at), "duration": duration,
+        "error_class": a.error_class, "message": a.message, "traceback": a.traceback, "top_frame": a.top_frame,
+    }  # fmt: skip
+
+
+def live_job(job: LiveJob) -> dict[str, Any]:
+    return {
+        "id": job.id, "task": job.task, "queue": job.queue, "state": str(job.state), "priority": job.priority,
+        "attempts": job.attempts, "max_retries": job.max_retries, "version": job.version,
+        "unique_key": job.unique_key, "params": _json_or_text(job.params_json), "result": job.result,
+        "progress": job.progress, "cancel_requested": job.cancel_requested, "reason": job.reason,
+        "last_error": _json_or_text(job.last_error_json), "enqueued_at": iso(job.enqueued_at),
+        "run_at": iso(job.run_at), "started_at": iso(job.started_at), "finished_at": iso(job.finished_at),
+        "heartbeat_at": iso(job.heartbeat_at), "worker": job.worker, "in_redis": True,
+        "history": [attempt(a) for a in job.history],
+    }  # fmt: skip
+
+
+def stored_job(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id, "task": row.task, "queue": row.queue, "state": row.state, "priority": row.priority,
+        "attempts": row.attempts, "max_retries": row.max_retries, "version": row.version,
+        "unique_key": row.unique_key, "params": _json_or_text(row.params), "result": _json_or_text(row.result),
+        "progress": row.progress, "cancel_requested": row.cancel_requested, "reason": row.reason,
+        "last_error": _json_or_text(row.last_error), "enqueued_at": iso(row.enqueued_at), "run_at": iso(row.run_at),
+        "started_at": iso(row.started_at), "finished_at": iso(row.finished_at),
+        "heartbeat_at": iso(row.heartbeat_at), "worker": row.worker, "in_redis": False,
+        "history": [attempt(a) for a in row.history.order_by("number")],
+    }  # fmt: skip
+
+
+def job_summary(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id, "task": row.task, "queue": row.queue, "state": row.state, "priority": row.priority,
+        "attempts": row.attempts, "max_retries": row.max_retries, "unique_key": row.unique_key,
+        "enqueued_at": iso(row.enqueued_at), "run_at": iso(row.run_at), "started_at": iso(row.started_at),
+        "finished_at": iso(row.finished_at), "worker": row.worker, "error_class": row.error_class,
+        "params_preview": getattr(row, "params_preview", ""),
+    }  # fmt: skip
+
+
+def live_summary(job: LiveJob) -> dict[str, Any]:
+    return {
+        "id": job.id, "task": job.task, "queue": job.queue, "state": str(job.state), "priority": job.priority,
+        "attempts": job.attempts, "max_retries": job.max_retries, "unique_key": job.unique_key,
+        "enqueued_at": iso(job.enqueued_at), "run_at": iso(job.run_at), "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at), "worker": job.worker, "error_class": job.error_class,
+        "params_preview": job.params_json[:160],
+    }  # fmt: skip
+
+
+def dead_letter(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "id": letter.pk, "job_id": letter.job_id, "queue": letter.queue, "task": letter.task,
+        "version": letter.version, "died_at": iso(letter.died_at), "attempts": letter.attempts,
+        "error_class": letter.error_class, "message": letter.message, "top_frame": letter.top_frame,
+        "fingerprint": letter.fingerprint, "resubmitted_at": iso(letter.resubmitted_at),
+        "resubmitted_by": letter.resubmitted_by,
+    }  # fmt: skip
+
+
+def queue(counts: QueueCounts) -> dict[str, Any]:
+    return {
+        "name": counts.queue, "paused": counts.paused, "queued": counts.queued, "scheduled": counts.scheduled,
+        "running": counts.running, "completed": counts.completed, "failed": counts.failed, "dead": counts.dead,
+        "dropped": counts.dropped, "cancelled": counts.cancelled,
+    }  # fmt: skip
+
+
+def worker(info: WorkerInfo) -> dict[str, Any]:
+    return {
+        "id": info.id, "host": info.host, "pid": info.pid, "queues": info.queues, "concurrency": info.concurrency,
+        "active_threads": info.active_threads, "state": info.state, "started_at": iso(info.started_at),
+        "heartbeat_at": iso(info.heartbeat_at), "processed": info.processed, "failed": info.failed,
+        "current": info.current,
+    }  # fmt: skip
+
+
+def operation(op: BulkOperation) -> dict[str, Any]:
+    p = progress(op)
+    return {
+        "id": op.pk, "kind": op.kind, "status": op.status, "actor": op.actor, "reason": op.reason,
+        "selection": op.selection, "options": op.options, "created_at": iso(op.created_at),
+        "started_at": iso(p.started_at), "finished_at": iso(p.finished_at), "total": p.total, "done": p.done,
+        "refused": p.refused, "failed": p.failed, "processed": p.processed, "chunks": p.chunks,
+        "chunks_done": p.chunks_done, "percent": p.percent, "cancel_requested": p.cancel_requested,
+        "rate": p.rate, "seconds_left": p.seconds_left, "stalled": p.stalled,
+    }  # fmt: skip
