@@ -75,9 +75,14 @@ class ApiToken(models.Model):
 
 
 class SubmittedJob(models.Model):
-    """Which token submitted a job: a submit-only token reads its own jobs and no others'."""
+    """Which token submitted a job: a submit-only token reads its own jobs and no others'.
 
-    job_id = models.CharField(max_length=26, primary_key=True)
+    Tied to the job's mirrored row without a database constraint (the row comes a moment after the submission,
+    when the mirror applies it): when the row goes (retention, a purge or delete), this record goes with it."""
+
+    job = models.OneToOneField(
+        "jobconsole.Job", primary_key=True, db_constraint=False, on_delete=models.CASCADE, related_name="submitter"
+    )
     token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="jobs")
     submitted_at = models.DateTimeField(default=timezone.now)
 
@@ -85,4 +90,4 @@ class SubmittedJob(models.Model):
         indexes = [models.Index(fields=["token", "submitted_at"], name="api_submitted_token_time")]
 
     def __str__(self) -> str:
-        return f"{self.job_id} by {self.token_id}"
+        return f"{self.pk} by {self.token_id}"

@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
+        ("jobconsole", "0005_dead_letter_console_indexes"),
         ("jobconsole_api", "0001_initial"),
     ]
 
@@ -14,7 +15,17 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="SubmittedJob",
             fields=[
-                ("job_id", models.CharField(max_length=26, primary_key=True, serialize=False)),
+                (
+                    "job",
+                    models.OneToOneField(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="submitter",
+                        serialize=False,
+                        to="jobconsole.job",
+                    ),
+                ),
                 ("submitted_at", models.DateTimeField(default=django.utils.timezone.now)),
                 (
                     "token",

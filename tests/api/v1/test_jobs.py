@@ -231,6 +231,13 @@ def test_a_submit_token_sees_only_its_own_jobs_and_cannot_operate(operator: Api,
     assert get_client().get(mine).state.value == "queued"
 
 
+def test_a_submission_record_goes_with_its_job(operator: Api, submitter: Api, mirror: Any) -> None:
+    mine = submitter.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()["id"]
+    mirror.drain()
+    assert operator.delete(f"/jobs/{mine}", {"reason": "test"}).status_code == 200
+    assert not SubmittedJob.objects.exists()  # no record left behind for a job that is gone
+
+
 def test_cancel_is_audited_and_refused_once_done(operator: Api) -> None:
     job_id = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()["id"]
     response = operator.post(f"/jobs/{job_id}/cancel", {"reason": "not needed"})
