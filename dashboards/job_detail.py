@@ -9,6 +9,7 @@ edited, promoted, cancel requested) are added while the job is in Redis: the new
 queue are read for them.
 """
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from jobconsole.core import JobNotFound, JobState
 from jobconsole.core.job import Job as LiveJob
+from jobconsole.core.job import ms_to_datetime
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog
 from jobconsole.models import Job as JobRow
@@ -126,6 +128,20 @@ class JobDetail:
     @property
     def progress_percent(self) -> int | None:
         return None if self.progress is None else max(0, min(100, round(self.progress * 100)))
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The last error as the page lists it: its class, message and outcome, its time as a moment (stored as
+        epoch milliseconds), and any other fields as they are; None when there is none or it is not a JSON object."""
+        try:
+            fields = json.loads(self.last_error) if self.last_error else None
+        except ValueError:
+            return None
+        if not isinstance(fields, dict):
+            return None
+        at = fields.pop("at", None)
+        known = {name: fields.pop(name, "") for name in ("error_class", "message", "outcome")}
+        return {**known, "at": ms_to_datetime(at if isinstance(at, int) else None), "other": fields}
 
     @property
     def max_heartbeat_interval(self) -> float | None:

@@ -272,6 +272,9 @@ def test_job_detail_live_from_redis_with_history_escaped(client, mirror, r):
     assert [a.outcome for a in job.history] == ["failed", "failed"]
     assert page.count("Traceback (most recent call last)") >= 2 and "ExampleFailure" in page
     assert "<script>alert" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    # The last error is listed field by field, its time a moment (stored as epoch milliseconds), not raw JSON.
+    assert job.error["error_class"].endswith("ExampleFailure") and job.error["outcome"] == "failed"
+    assert job.error["at"] == job.history[-1].ended_at and '"at":' not in page
     whats = [m.what for m in job.timeline]
     assert whats[0] == "Enqueued" and whats.index("Attempt 1 started") < whats.index("Attempt 2 failed")
 
