@@ -10,6 +10,8 @@ from typing import Any
 from django.http import QueryDict
 from django.utils import timezone
 
+from jobconsole.moments import to_utc
+
 MAX_TEXT = 200
 
 
@@ -53,7 +55,10 @@ class Filters:
         except ValueError:
             self.errors.append(f"{label} {raw!r} is not a date like 2026-11-25 or 2026-11-25T14:05.")
             return None
-        if timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed)
+        try:
+            parsed = to_utc(timezone.make_aware(parsed) if timezone.is_naive(parsed) else parsed)
+        except ValueError:
+            self.errors.append(f"{label} {raw!r} is out of the range of times that can be stored.")
+            return None
         self.values[name] = raw
         return parsed

@@ -29,6 +29,7 @@ from django.db.models.functions import Substr
 
 from jobconsole.core import JobState
 from jobconsole.models import Job
+from jobconsole.moments import to_utc
 
 PAGE = 50
 PREVIEW = 160  # characters of the parameters a row carries as `params_preview`
@@ -47,10 +48,10 @@ def encode_cursor(enqueued_at: datetime, job_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         moment, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        at = datetime.fromisoformat(moment)
+        at = to_utc(datetime.fromisoformat(moment))
     except (ValueError, UnicodeDecodeError):
         raise BadCursor(cursor) from None
-    if at.tzinfo is None or not job_id:
+    if not job_id:
         raise BadCursor(cursor)
     return at, job_id
 

@@ -11,6 +11,7 @@ from dashboards.filters import Filters
 from dashboards.permissions import view_required
 from dashboards.rendering import page
 from jobconsole.models import AuditLog
+from jobconsole.moments import to_utc
 
 PAGE = 50
 
@@ -22,7 +23,7 @@ def encode_cursor(at: datetime, pk: int) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
     try:
         at, _, pk = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(at), int(pk)
+        return to_utc(datetime.fromisoformat(at)), int(pk)
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -42,6 +42,7 @@ from jobconsole.core.errors import InvalidJob
 from jobconsole.core.ids import check_job_id
 from jobconsole.core.states import JobState
 from jobconsole.models import DeadLetter, Job
+from jobconsole.moments import to_utc
 
 MAX_IDS = 10_000  # explicit selections come from a page's checkboxes; anything larger is a filter's job
 IGNORED = frozenset({
@@ -119,7 +120,10 @@ def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
         raise SelectionError(f"{value!r} is not a date or time (ISO 8601, such as 2025-01-31 or 2025-01-31T14:00).")
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment, timezone.get_current_timezone())
-    return moment
+    try:
+        return to_utc(moment)
+    except ValueError:
+        raise SelectionError(f"{value!r} is out of the range of times that can be stored.") from None
 
 
 # Filter name -> (checker of one value, more than one value allowed)

@@ -17,6 +17,7 @@ from jobconsole.core.batch import BatchAction, BatchItem, Verdict, apply_batch
 from jobconsole.core.ids import new_job_id
 from jobconsole.engine import get_client
 from jobconsole.models import Attempt, DeadLetter, Job
+from jobconsole.moments import to_utc
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
 from jobconsole_api.v1.common import PAGING, REASON, decode_cursor, encode_cursor, job_id_param, no_job
@@ -64,7 +65,7 @@ def list_dead_letters(call: Call) -> Reply:
     if cursor := call.params.get("cursor"):
         moment, pk = decode_cursor(cursor, 2)
         try:
-            at, last = datetime.fromisoformat(moment), int(pk)
+            at, last = to_utc(datetime.fromisoformat(moment)), int(pk)
         except ValueError:
             raise Problem(400, "The cursor is not one this API gave out; start from the first page.") from None
         rows = rows.filter(Q(died_at__lt=at) | Q(died_at=at, pk__lt=last))

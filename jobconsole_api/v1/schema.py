@@ -11,6 +11,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from jobconsole.moments import to_utc
+
 Schema = dict[str, Any]
 
 ULID_PATTERN = "^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$"
@@ -102,10 +104,9 @@ def parse_datetime(value: str) -> datetime | None:
     if not isinstance(value, str) or "T" not in value.upper():
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
+        return to_utc(datetime.fromisoformat(value.replace("z", "Z")))
+    except ValueError:  # not a date-time, no zone, or an offset or instant a database cannot store
         return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _place(path: str, key: str | int) -> str:

@@ -294,6 +294,7 @@ def test_selections_are_checked_strictly():
         "Unknown job state 'zombie'": {"state": "zombie"},
         "is not a job id": {"id": "not-an-id"},
         "is not a date": {"after": "yesterday"},
+        "out of the range": {"after": "0001-01-01T00:00:00+05:00"},  # before year 1 in UTC
         "No jobs were ticked": {"selection": "ticked"},
         "takes one value": {"before": ["2025-01-01", "2025-01-02"]},
     }

@@ -150,6 +150,7 @@ def test_dead_letter_export_streams_what_the_filter_matches(client, mirror, r):
         DeadLetter.objects.values_list("job_id", flat=True)
     )
     assert browser.get("/dead/export.json", {"since": "not a date"}).status_code == 400
+    assert browser.get("/dead/export.json", {"since": "0001-01-01T00:00+05:00"}).status_code == 400
     assert browser.get("/dead/export.xml").status_code == 404
 
 
