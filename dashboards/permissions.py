@@ -1,6 +1,7 @@
 """Who may do what in the console: the same permissions as the admin.
 
-Looking needs a staff account with the view permission of what is shown (or the operate permission); acting
+Looking needs the view permission of jobs (or their operate permission), as the admin's list does: a staff
+account without it sees nothing (superusers have every permission); acting
 needs `operate_<kind>` (retry, cancel, edit, resubmit, pause) and deleting needs `purge_<kind>`, where kind is
 job, deadletter or queue. Views check on the server; templates hide what the user may not do (`can`).
 """
@@ -23,7 +24,7 @@ type UserLike = Any
 
 
 def can_view(user: UserLike) -> bool:
-    return bool(user.is_active and (user.is_staff or user.has_perm("jobconsole.view_job")))
+    return bool(user.is_active and (user.has_perm("jobconsole.view_job") or user.has_perm("jobconsole.operate_job")))
 
 
 def can_operate(user: UserLike, kind: Kind) -> bool:
@@ -50,7 +51,7 @@ def view_required(view: View) -> View:
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not can_view(request.user):
-            raise PermissionDenied("You may not view the console: ask for staff access or the view permission.")
+            raise PermissionDenied("You may not view the console: ask for the view permission of jobs.")
         return view(request, *args, **kwargs)
 
     return wrapped

@@ -44,6 +44,9 @@ def test_pages_need_a_login_and_the_view_permission(engine_settings):
         assert anonymous.get(url).status_code == 302, url  # to the login page
     nobody = web(staff=False)
     assert nobody.get("/").status_code == 403
+    staff_without_the_permission = web()  # the admin would show such an account nothing either
+    assert staff_without_the_permission.get("/").status_code == 403
+    assert web("view_job", staff=False).get("/").status_code == 200
 
 
 def test_overview_and_queue_pages_show_counts_and_the_no_workers_badge(client, r):
