@@ -90,12 +90,14 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
         "wait": charts.time_series(
             {q: latency.points("wait", q) for q in ("p50", "p95", "p99")},
             y_title="seconds in queue",
+            markers=markers,
             colors=colors,
             x_range=(since, now),
         ),
         "run": charts.time_series(
             {q: latency.points("run", q) for q in ("p50", "p95", "p99")},
             y_title="seconds running",
+            markers=markers,
             colors=colors,
             x_range=(since, now),
         ),

@@ -4,6 +4,7 @@ bad input answered with a message instead of an error."""
 import csv
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -157,8 +158,9 @@ def test_dead_letter_export_streams_what_the_filter_matches(client, mirror, r):
     assert browser.get("/dead/export.xml").status_code == 404
 
 
-def test_workers_page_shows_live_and_silent_workers_with_their_jobs(client, r):
+def test_workers_page_shows_live_silent_and_gone_workers_with_their_jobs(client, r):
     job = client.enqueue("examples.sleep", {"seconds": 5})
+    orphan = client.enqueue("examples.sleep", {"seconds": 5})
     store = client.store
     now_ms = store.time_ms()
     info = {"host": "web-1", "pid": 4242, "queues": "examples.sleep", "concurrency": 4, "active_threads": 0,
@@ -170,12 +172,19 @@ def test_workers_page_shows_live_and_silent_workers_with_their_jobs(client, r):
     [lease] = claim(r, "examples.sleep", 1, worker="silent-worker")
     assert lease.id == job.id
     store.register_worker("silent-worker", ttl_s=30, now_ms=old, info={**info, "heartbeat_at": old})
+    # A worker whose registry entry expired (it died long enough ago), its job still leased to it.
+    [lease] = claim(r, "examples.sleep", 1, worker="gone-worker")
+    assert lease.id == orphan.id
+    store.register_worker("gone-worker", ttl_s=1, now_ms=old, info={**info, "heartbeat_at": old})
+    time.sleep(1.2)
     page = web(*VIEW).get("/workers/")
     rows = {row.info.id: row for row in page.context["rows"]}
     assert rows["live-worker"].status == "running" and rows["silent-worker"].status == "silent"
     assert [j["id"] for j in rows["silent-worker"].jobs] == [job.id]
-    assert page.context["live"] == 1 and page.context["lost"] == 1
-    assert "not heartbeating" in page.content.decode() and "web-1" in page.content.decode()
+    assert rows["gone-worker"].status == "gone" and [j["id"] for j in rows["gone-worker"].jobs] == [orphan.id]
+    assert page.context["live"] == 1 and page.context["lost"] == 2
+    html = page.content.decode()
+    assert "not heartbeating" in html and "✕ gone" in html and "web-1" in html and orphan.id in html
 
 
 def test_audit_log_filters_and_pages(engine_settings):
@@ -206,12 +215,16 @@ def test_overview_charts_and_tasks_pages_show_what_the_workers_counted(client, r
         client.enqueue("examples.echo", {"i": i})
     client.enqueue("examples.fail", {"message": "nope"}, max_retries=0)
     run_worker(r, ["examples.echo", "examples.fail"])
+    web(*OPERATE).post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"})
     browser = web(*VIEW)
     page = browser.get("/", {"range": "hour"})
     figures = page.context["figures"]
     completed = figures["throughput"]["data"][0]
     assert completed["name"] == "completed" and sum(completed["y"]) > 0
     assert figures["run"] is not None and figures["wait"] is not None
+    for name in ("throughput", "wait", "run"):  # the operator's pause is marked where it happened on each chart
+        [note], [line] = figures[name]["layout"]["annotations"], figures[name]["layout"]["shapes"]
+        assert note["text"] == "pause examples.echo" and line["x0"] == note["x"], name
     assert page.context["health"].status in {"green", "yellow", "red"}
     assert 'class="chart"' in page.content.decode() and "plotly/plotly.min.js" in page.content.decode()
     live = browser.get("/", {"part": "live"}, headers={"HX-Request": "true"})

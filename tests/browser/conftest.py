@@ -181,8 +181,9 @@ def visitor(
     shutil.rmtree(shots.directory, ignore_errors=True)  # this test's screenshots of an earlier run
     opened: list[Visitor] = []
 
-    def open_tab(user: Any = None) -> Visitor:
-        context = chromium.new_context(viewport={"width": 1440, "height": 900})
+    def open_tab(user: Any = None, **options: Any) -> Visitor:
+        """A tab in a browser context of its own (`options`: Playwright's, such as java_script_enabled)."""
+        context = chromium.new_context(viewport={"width": 1440, "height": 900}, **options)
         context.set_default_timeout(60_000)  # Playwright's 30 s is short on a loaded 2-core machine
         if user is not None:
             login_cookie(context, console_server, user)
