@@ -142,13 +142,20 @@ class Health:
 
     def details(self) -> dict[str, list[dict[str, Any]]]:
         """The figures in the shape of Runqueue's health check: per queue its delay (seconds) and its jobs past
-        their deadline (failures), per queue and task the highest retry number, plus the failure rates."""
+        their deadline (failures), per queue and task the highest retry number, plus the failure rates. Each entry
+        names its `topic` as Runqueue's did, for its clients: the task, or for a queue's figures the queue (a
+        task's queue is named after it unless it names another)."""
         return {
-            "delays": [{"queue": q.queue, "delay": q.oldest_wait or 0.0, "paused": q.paused} for q in self.queues],
-            "retries": [
-                {"queue": t.queue, "task": t.task, "max_retries": t.max_retry} for q in self.queues for t in q.tasks
+            "delays": [
+                {"topic": q.queue, "queue": q.queue, "delay": q.oldest_wait or 0.0, "paused": q.paused}
+                for q in self.queues
             ],
-            "failures": [{"queue": q.queue, "failures": q.overdue} for q in self.queues],
+            "retries": [
+                {"topic": t.task, "queue": t.queue, "task": t.task, "max_retries": t.max_retry}
+                for q in self.queues
+                for t in q.tasks
+            ],
+            "failures": [{"topic": q.queue, "queue": q.queue, "failures": q.overdue} for q in self.queues],
             "failure_rates": [
                 {"queue": t.queue, "task": t.task, "attempts": t.attempts, "failed": t.failed, "rate": t.failure_rate}
                 for q in self.queues

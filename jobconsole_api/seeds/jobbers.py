@@ -201,8 +201,11 @@ def required_queue(request: HttpRequest) -> str:
 
 @view(["GET"], scope="submit", style=fastapi_detail)
 def root(request: HttpRequest) -> HttpResponse:
-    """GET /: the registered tasks as [name, version] pairs."""
-    tasks = [[t.name, t.version] for t in client().registry.all()]
+    """GET /: the registered tasks as [name, version] pairs (this process's registry; Redis is asked first, as a
+    client that reads this as "the service is up" must not be told so while nothing could be submitted)."""
+    c = client()
+    c.queries.ping()
+    tasks = [[t.name, t.version] for t in c.registry.all()]
     return JsonResponse({"message": "Welcome to Task Manager!", "tasks": tasks})
 
 

@@ -98,7 +98,9 @@ def test_retries_of_real_jobs(client, r, engine_settings):
     run_worker(r, ["examples.fail"], burst_horizon=2.0)
     health = check(queries=client.queries)
     assert [(x.rule, x.level, x.value) for x in health.reasons] == [("retries", Level.YELLOW, 2)]
-    assert health.details()["retries"] == [{"queue": "examples.fail", "task": "examples.fail", "max_retries": 2}]
+    assert health.details()["retries"] == [
+        {"topic": "examples.fail", "queue": "examples.fail", "task": "examples.fail", "max_retries": 2}
+    ]
 
 
 def test_failure_rates_once_there_are_enough_attempts(client, r, engine_settings):
@@ -128,7 +130,7 @@ def test_running_jobs_past_their_deadline_are_red(client, r, engine_settings):
     assert reason.message == (
         "Queue q: 1 job is running more than 5 s past its lease deadline; is a worker or runrecoverer running?"
     )
-    assert health.details()["failures"] == [{"queue": "q", "failures": 1}]
+    assert health.details()["failures"] == [{"topic": "q", "queue": "q", "failures": 1}]
 
 
 def test_details_have_runqueues_shape(client, r):
@@ -138,7 +140,7 @@ def test_details_have_runqueues_shape(client, r):
     assert set(details) == {"delays", "retries", "failures", "failure_rates"}
     [delay] = details["delays"]
     assert delay["queue"] == "q" and 10 <= delay["delay"] < 15
-    assert details["retries"] == [{"queue": "q", "task": "t.x", "max_retries": 1}]
+    assert details["retries"] == [{"topic": "t.x", "queue": "q", "task": "t.x", "max_retries": 1}]  # Runqueue's topic
     assert details["failure_rates"] == [{"queue": "q", "task": "t.x", "attempts": 5, "failed": 1, "rate": 0.2}]
 
 

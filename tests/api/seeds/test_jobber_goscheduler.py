@@ -110,6 +110,9 @@ def test_a_submit_token_may_submit(http: Client, settings: Any) -> None:
     assert response.status_code == 201
 
 
+ULID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+
 def test_redis_down_is_503_with_retry_after_never_2xx(http: Client, settings: Any) -> None:
     settings.JOBCONSOLE = {**settings.JOBCONSOLE, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
     health = http.get("/health")
@@ -118,3 +121,6 @@ def test_redis_down_is_503_with_retry_after_never_2xx(http: Client, settings: An
                        ("/jobs", {"jobType": "send_email"}), ("/schedule/", {"job_type": "send_email"})):  # fmt: skip
         response = post(http, path, body)
         assert response.status_code == 503 and response["Retry-After"], (path, response.content)
+    for method in (http.put, http.delete):  # Walrus's changes to a scheduled job
+        response = method(f"/schedule/{ULID}", data='{"payload": "x"}', content_type="application/json")
+        assert response.status_code == 503 and response["Retry-After"], (method, response.content)

@@ -203,14 +203,18 @@ def test_runworker_serves_a_roles_queues(http: Client) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
+        ("get", "/jobbers/", None),
         ("post", "/jobbers/submit-task", {"name": "seedtests.typed", "parameters": {"count": 1}}),
         ("get", "/jobbers/task-status/01ARZ3NDEKTSV4RRFFQ69G5FAV", None),
         ("post", "/jobbers/task/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", None),
+        ("post", "/jobbers/tasks/cancel", {"task_ids": ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]}),
         ("get", "/jobbers/task-list?queue=q", None),
         ("get", "/jobbers/queues", None),
         ("post", "/jobbers/queues/r", ["q"]),
+        ("get", "/jobbers/queues/r", None),
         ("get", "/jobbers/roles", None),
         ("get", "/jobbers/dead-letter-queue", None),
+        ("get", "/jobbers/dead-letter-queue/01ARZ3NDEKTSV4RRFFQ69G5FAV/history", None),
         ("post", "/jobbers/dead-letter-queue/resubmit", {"queue": "q"}),
         ("get", "/jobbers/scheduled-tasks?queue=q", None),
         ("post", "/runqueue/jobs", {"topic": "seedtests.typed", "json": '{"count": 1}'}),

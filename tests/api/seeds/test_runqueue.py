@@ -53,7 +53,7 @@ def test_health_green_then_red_on_retries_per_task_thresholds(http: Client, r: "
     body = http.get("/runqueue/health").json()
     assert body["status"] == "r", body
     assert any("seedtests.boom" in reason for reason in body["reasons"])
-    assert {"queue": "seedtests.boom", "failures": 0} in body["details"]["failures"]
+    assert {"topic": "seedtests.boom", "queue": "seedtests.boom", "failures": 0} in body["details"]["failures"]
 
 
 def test_health_delay_is_yellow(http: Client, settings: Any) -> None:

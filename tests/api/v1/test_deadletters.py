@@ -87,6 +87,18 @@ def test_purge_by_filter(operator: Api, r: Any, mirror: Any) -> None:
     }
 
 
+def test_purge_by_ids_removes_only_those(operator: Api, r: Any, mirror: Any) -> None:
+    first, second = dead_jobs(operator, r, mirror, ["a", "b"])
+    body = operator.post("/dead-letters/purge", {"ids": [first], "reason": "junk"}).json()
+    assert body["done"] == 1 and body["job_ids"] == [first]
+    problem(operator.get(f"/jobs/{first}"), 404)
+    assert get_client().get(second).state.value == "dead" and list(
+        DeadLetter.objects.values_list("job_id", flat=True)
+    ) == [second]  # fmt: skip
+    record = AuditLog.objects.get(action="purge")
+    assert record.job_ids == [first] and record.reason == "junk"
+
+
 @pytest.mark.parametrize(
     "body",
     [{}, {"ids": []}, {"ids": ["x"]}, {"ids": ["01JCZ4Y1V6Q2J8M3N4P5R6S7T8"], "filter": {}},
