@@ -195,13 +195,27 @@ def load(job_id: str) -> JobDetail | None:
     return detail
 
 
+# A stream entry is stamped by Redis's clock when it is added, which can run a millisecond or two past the time
+# the script that added it took at its start (and stamped the attempt it began with).
+STREAM_SKEW = timedelta(milliseconds=5)
+
+
+def _script_time(at: datetime, starts: list[datetime]) -> datetime:
+    """An event's time, moved back to the attempt start it came with (a promotion just before a claim), if any."""
+    return next((start for start in starts if timedelta(0) <= at - start <= STREAM_SKEW), at)
+
+
 def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
     """Every state change known to have happened to the job, oldest first (see the module docstring)."""
     moments: list[Moment] = []
     if job.enqueued_at:
-        later = job.run_at and job.run_at - job.enqueued_at > timedelta(seconds=1)
+        # run_at is the next due time: it tells of a delay only before the first attempt (a retry moves it).
+        later = not job.history and job.run_at and job.run_at - job.enqueued_at > timedelta(seconds=1)
         detail = f"on queue {job.queue}" + (", delayed" if later else "")
-        moments.append(Moment(job.enqueued_at, "Enqueued", detail, rank=ENQUEUED))
+        # A job handed straight to an idle worker is stamped enqueued when its intake entry is drained, which
+        # can be a millisecond after its lease began; it was enqueued before it started all the same.
+        attempt_starts = [a.started_at for a in job.history if a.started_at]
+        moments.append(Moment(min([job.enqueued_at, *attempt_starts]), "Enqueued", detail, rank=ENQUEUED))
     for a in job.history:
         if a.started_at:
             where = _where(a.worker, a.host, a.pid)
@@ -216,12 +230,13 @@ def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
     ended = {a.ended_at for a in job.history if a.ended_at}
     if job.finished_at and job.finished_at not in ended and JobState(job.state).is_terminal:
         moments.append(Moment(job.finished_at, f"Ended {job.state}", job.reason, "job", rank=FINISHED))
+    starts = sorted(m.at for m in moments if m.rank == STARTED)
     for event in events:
         if event.job == job.id and event.name in STREAM_ONLY:
             extras = {k: v for k, v in event.fields.items() if k not in ("job", "event", "state", "entry")}
             detail = ", ".join(f"{k} {v}" for k, v in extras.items())
             what = event.name.replace("_", " ").capitalize()
-            moments.append(Moment(event.at, what, detail, "stream", rank=STREAM))
+            moments.append(Moment(_script_time(event.at, starts), what, detail, "stream", rank=STREAM))
     if job.run_at and job.state in (JobState.SCHEDULED, JobState.RETRYING):
         moments.append(Moment(job.run_at, "Due", "runs once a worker is free after this", "job", "warn", DUE))
     records = AuditLog.objects.filter(job_ids__icontains=job.id).order_by("-at")[:AUDIT_ROWS]

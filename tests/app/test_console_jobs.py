@@ -3,10 +3,12 @@ from the mirror once Redis dropped it, its actions with and without permission, 
 form), running and stalled jobs (a lease that ran out, a task that stopped heartbeating) and scheduled jobs
 (soonest first, the histogram of what falls due when)."""
 
+import dataclasses
 import json
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
@@ -516,3 +518,31 @@ def test_scheduled_pages_by_cursor_across_queues(client, mirror, r):
             break
         response = browser.get("/scheduled/", {"cursor": response.context["next_cursor"]})
     assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
+
+
+def test_the_timeline_puts_the_enqueue_first_and_says_delayed_only_before_any_attempt(engine_settings):
+    from dashboards.job_detail import JobDetail, timeline
+    from jobconsole.core.job import Attempt
+
+    t0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    ms = timedelta(milliseconds=1)
+    # Handed straight to an idle worker: its lease began a millisecond before the drained entry's stamp.
+    first = Attempt(attempt=1, outcome="failed", worker="w1", host="h", pid=1, started_at=t0, ended_at=t0 + 5 * ms,
+                    error_class="KeyError", message="1")  # fmt: skip
+    fields = dict(id="01JCZ4Y1V6Q2J8M3N4P5R6S7T8", task="t", queue="q", priority=0, attempts=1, max_retries=3,
+                  version=1, unique_key="", group="", started_at=None, finished_at=None, heartbeat_at=None,
+                  worker="", host="", pid="", progress=None, cancel_requested=False, reason="", params="{}",
+                  result="", checkpoint="", last_error="", live=True)  # fmt: skip
+    retrying = JobDetail(**fields, state="retrying", enqueued_at=t0 + ms, run_at=t0 + timedelta(seconds=30),
+                         history=[first])  # fmt: skip
+    second = Attempt(attempt=2, outcome="failed", worker="w1", host="h", pid=1, started_at=t0 + 9 * ms,
+                     ended_at=t0 + 20 * ms, error_class="KeyError", message="2")  # fmt: skip
+    # The retry's promotion and its claim were one script; the stream stamped the promotion a millisecond later.
+    promoted = SimpleNamespace(job=fields["id"], name="promoted", fields={}, at=t0 + 10 * ms)
+    moments = timeline(dataclasses.replace(retrying, history=[first, second]), [promoted])
+    assert [m.what for m in moments] == [
+        "Enqueued", "Attempt 1 started", "Attempt 1 failed", "Promoted", "Attempt 2 started", "Attempt 2 failed", "Due"
+    ]  # fmt: skip
+    assert moments[0].detail == "on queue q"  # the retry's due time is no delay of the enqueue
+    delayed = JobDetail(**fields, state="scheduled", enqueued_at=t0, run_at=t0 + timedelta(minutes=5), history=[])
+    assert timeline(delayed, [])[0].detail == "on queue q, delayed"
