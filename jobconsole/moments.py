@@ -7,8 +7,8 @@ def to_utc(moment: datetime) -> datetime:
     """The same instant in UTC.
 
     Python accepts zone offsets up to ±23:59, PostgreSQL only up to ±15:59 (an error, not a row, for anything
-    past it), and an instant near year 1 or 9999 may not exist in UTC. Raises ValueError for those and for a
-    time without a zone, which callers report as bad input.
+    past it): in UTC every database takes it. An instant near year 1 or 9999 may not exist in UTC: ValueError
+    then, and for a time without a zone, which callers report as bad input.
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{moment.isoformat()} has no time zone")
