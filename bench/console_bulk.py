@@ -69,7 +69,8 @@ def main() -> None:
     parser.add_argument(
         "--system-process",
         action="store_true",
-        help="serve the system queue from a runworker process of its own instead of the worker's system thread",
+        help="serve the system queue from a runworker process of its own (as make run and the Procfile do) "
+        "instead of the worker's system thread (runworker's own default)",
     )
     args = parser.parse_args()
 

@@ -1,6 +1,7 @@
 """`make run`: migrate, make an admin account, then run the stack in the foreground with prefixed logs:
 a private redis-server (unless REDIS_URL is set), gunicorn on 127.0.0.1:$PORT (8000), $WORKERS runworkers (1),
-and with DEMO=1 the demo producer (`manage.py demo`, $DEMO_RATE jobs a second).
+a runworker of the system queue (bulk operations), and with DEMO=1 the demo producer (`manage.py demo`,
+$DEMO_RATE jobs a second).
 
 A worker, web or demo process that exits is restarted with a backoff; Redis exiting stops the stack. Ctrl-C (or
 SIGTERM) stops everything: the demo and the workers first, Redis last. See scripts/stack/supervisor.py."""
@@ -18,6 +19,9 @@ from stack import embedded_redis
 from stack.supervisor import Service, Supervisor, say
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from jobconsole.bulk.system import SYSTEM_QUEUE  # noqa: E402 - Django-free, needs the checkout on the path
+
 VAR = Path(os.environ.get("JOBCONSOLE_VAR_DIR", ROOT / "var"))
 PYTHON = sys.executable
 TRUE = {"1", "true", "yes", "on"}
@@ -42,9 +46,22 @@ def worker_service(slot: int) -> Service:
 
     def command() -> list[str]:
         # A fresh id at every start: the console shows the killed one as gone and the new one beside it.
-        return [PYTHON, "manage.py", "runworker", "--name", f"{host}:worker-{slot}:{secrets.token_hex(2)}"]
+        name = f"{host}:worker-{slot}:{secrets.token_hex(2)}"
+        return [PYTHON, "manage.py", "runworker", "--name", name, "--no-system-worker"]
 
     return Service(f"worker-{slot}", command, color="34", stop_order=1)
+
+
+def system_service() -> Service:
+    """The system queue (bulk operations) in a process of its own, as the Procfile runs it: a 100,000-job
+    resubmit then shares no interpreter lock with task threads and the mirror (docs/benchmarks.md)."""
+    host = socket.gethostname()
+
+    def command() -> list[str]:
+        return [PYTHON, "manage.py", "runworker", "--queues", SYSTEM_QUEUE, "--no-system-worker", "--no-mirror",
+                "--no-maintenance", "--name", f"{host}:system:{secrets.token_hex(2)}"]  # fmt: skip
+
+    return Service("system", command, color="36", stop_order=1)
 
 
 def services(env: dict[str, str], port: str, workers: int, demo: bool) -> list[Service]:
@@ -53,6 +70,7 @@ def services(env: dict[str, str], port: str, workers: int, demo: bool) -> list[S
            "--threads", "4", "--access-logfile", "-", "--no-control-socket"]  # fmt: skip
     out = [Service("web", lambda: web, color="32", stop_order=2)]
     out += [worker_service(slot) for slot in range(1, workers + 1)]
+    out.append(system_service())
     if demo:
         rate = env.get("DEMO_RATE", "")
         demo_command = [PYTHON, "manage.py", "demo", *(["--rate", rate] if rate else [])]

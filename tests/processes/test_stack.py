@@ -156,12 +156,18 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
 
     wait_until(lambda: demo_queues() == {"default", "emails", "reports"}, 60, "demo jobs to complete", stack.output)
     processes = stack.processes()
-    assert len([cmd for cmd in processes.values() if " runworker " in cmd]) == 2
+    workers = [cmd for cmd in processes.values() if " runworker " in cmd]
+    # The two workers leave the system queue to a runworker of its own, as the Procfile does.
+    assert len(workers) == 3 and sum("--no-system-worker" in cmd for cmd in workers) == 3, workers
+    assert [cmd for cmd in workers if f"--queues {SYSTEM_QUEUE}" in cmd], workers
+    assert stack.client.queries.workers() and any(
+        w.queues == [SYSTEM_QUEUE] for w in stack.client.queries.workers() if w.state == "running"
+    )
     assert any(" demo" in cmd for cmd in processes.values())
 
     assert stack.stop() == 0
     out = stack.output()
-    assert "SIGTERM: stopping demo, then worker, then web, then redis" in out
+    assert "SIGTERM: stopping demo, then worker, then system, then web, then redis" in out
     # The seeds' clients work unchanged against `make run` (they had no tokens), and the log says so.
     assert "open to callers without a token (JOBCONSOLE_API_ANONYMOUS_SEEDS=1)" in out
     # Workers stop before Redis: both said so while Redis was still up.
