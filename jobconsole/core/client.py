@@ -13,6 +13,7 @@ from redis.exceptions import OutOfMemoryError
 from jobconsole.core import keys
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, RedisFull, UnknownTask
+from jobconsole.core.groups import Group
 from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
@@ -44,6 +45,7 @@ class JobSpec:
     run_at: datetime | None = None  # timezone-aware
     max_retries: int | None = None
     unique_key: str | None = None
+    group: str | None = None  # concurrency group; None: the task's, "" none
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ class _TaskDefaults:
             fields += ["timeout_ms", int(task.timeout * 1000)]
         if task is not None and task.dead_letter_policy is DeadLetterPolicy.DISCARD:
             fields += ["dead_letter", str(task.dead_letter_policy)]
+        if task is not None and task.group:
+            fields += ["group", task.group]
         queue = task.queue if task else name
         if not keys.NAME_PATTERN.match(queue):
             raise InvalidJob(f"invalid queue name {queue!r}")
@@ -82,6 +86,12 @@ class _TaskDefaults:
             max_retries=_check_max_retries(task.max_retries if task else 3),
             needs_params=task is not None and task.needs_params, fields=tuple(fields),
         )  # fmt: skip
+
+
+def _without(fields: tuple[Arg, ...], name: str) -> tuple[Arg, ...]:
+    """Hash field pairs without the pair named `name`."""
+    pairs = zip(fields[::2], fields[1::2], strict=True)
+    return tuple(item for pair in pairs if pair[0] != name for item in pair)
 
 
 class Client:
@@ -176,11 +186,18 @@ class Client:
         if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
         fields = defaults.fields
+        in_group = bool(defaults.task is not None and defaults.task.group)
+        if spec.group is not None:  # the job's own group replaces its task's ("" leaves it in none)
+            in_group = bool(spec.group)
+            if spec.group and not keys.NAME_PATTERN.match(spec.group):
+                raise InvalidJob(f"invalid group name {spec.group!r}")
+            fields = (*_without(fields, "group"), *(("group", spec.group) if spec.group else ()))
         args: list[Arg] = [
             job_id, spec.task, priority, delay_ms, run_at_ms, unique_key, len(fields) // 2 + 3,
             "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
         ]  # fmt: skip
-        return _Prepared(queue, args, job_id, spec.id is None and not unique_key and not timed)
+        # A group's job needs a slot before it can start: never the intake's hand-off to an idle worker.
+        return _Prepared(queue, args, job_id, spec.id is None and not unique_key and not timed and not in_group)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
         by_queue: dict[str, list[_Prepared]] = {}
@@ -271,6 +288,22 @@ class Client:
         queue = self.job_queue(job_id, queue)
         outcome = self.store.run(self.store.delete_call(queue, job_id, expected_state=expected_state or ""))
         self._outcome(job_id, outcome, ("deleted",), "delete")
+
+    # --- flow control (core/groups.py) ------------------------------------------------------------
+
+    def define_group(self, group: Group) -> None:
+        """Set (or change) a concurrency group's limits; workers read them at every slot they take."""
+        self.store.define_group(
+            group.name, connections=group.connections, requests=group.requests, period_ms=group.period_ms
+        )
+
+    def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        """At most `limit` running jobs of `queue` at once, across all workers (None: no limit)."""
+        if not keys.NAME_PATTERN.match(queue):
+            raise InvalidJob(f"invalid queue name {queue!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidJob(f"a queue limit must be a whole number of at least 1, got {limit!r}")
+        self.store.set_queue_limit(queue, limit)
 
     def pause(self, queue: str) -> bool:
         return self._set_paused(queue, True)

@@ -59,6 +59,7 @@ class RunningJob:
     lost: bool = False  # a heartbeat was refused: another worker may own it now
     stalled: bool = False  # the task stopped calling heartbeat() within max_heartbeat_interval
     cancel_requested: bool = False
+    slot: tuple[str, str] | None = None  # (concurrency group, slot token) held while it runs
 
     def lease_fresh(self) -> bool:
         """Safe to start: not lost, and renewed within two thirds of the lease (heartbeats come every third)."""

@@ -46,11 +46,17 @@ class QueueKeys:
     stats: str
     idle: str  # ZSET of idle workers' registrations, scored by the ms they are valid until
     intake: str  # STREAM of jobs a fast enqueue accepted, not yet made into job hashes (drain_intake)
+    limit: str  # STRING: the most jobs of the queue running at once, across workers (absent: no limit)
+    groups: str  # SET of the concurrency groups with jobs held in this queue (held_key in lua/_lib.lua)
     job_prefix: str
     inbox_prefix: str  # + worker id: LIST of jobs an enqueue leased straight to that (idle) worker
 
     def inbox(self, worker_id: str) -> str:
         return self.inbox_prefix + worker_id
+
+    def held(self, group: str) -> str:
+        """ZSET of the queue's jobs of `group` waiting for one of its slots (scored like `ready`)."""
+        return self.ready.removesuffix("ready") + "held:" + group
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
@@ -101,11 +107,37 @@ def queue_keys(queue: str) -> QueueKeys:
                 "stats",
                 "idle",
                 "intake",
+                "limit",
+                "groups",
             ]
         },
         job_prefix=base + "job:",
         inbox_prefix=base + "inbox:",
     )
+
+
+GROUPS = f"{PREFIX}:{{meta}}:groups"  # SET of every concurrency group defined (the console lists them)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKeys:
+    """The keys of one concurrency group, in a slot of their own ({g:<group>}): a group spans queues, so
+    taking a slot and claiming a job are two scripts (docs/concepts.md, "Concurrency groups")."""
+
+    group: str
+    conf: str  # HASH connections, requests, period_ms
+    slots: str  # ZSET slot token -> lease deadline ms
+    starts: str  # ZSET slot token -> start ms, within the rate window
+    waiting: str  # SET of queues whose workers came short of slots
+    seq: str  # STRING counter for slot tokens
+
+
+@cache
+def group_keys(group: str) -> GroupKeys:
+    if not NAME_PATTERN.match(group):
+        raise ValueError(f"invalid group name {group!r}")
+    base = f"{PREFIX}:{{g:{group}}}:"
+    return GroupKeys(group=group, **{name: base + name for name in ("conf", "slots", "starts", "waiting", "seq")})
 
 
 # The database mirror's leader lock; it reads each queue's events stream through one consumer group.

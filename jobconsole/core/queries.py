@@ -198,7 +198,13 @@ class Queries:
         pipe.exists(k.paused)
         for key in (k.ready, k.scheduled, k.active, k.completed, k.failed, k.dead, k.dropped, k.cancelled):
             pipe.zcard(key)
-        paused, *n = pipe.execute()
+        pipe.smembers(k.groups)
+        paused, *n, groups = pipe.execute()
+        if groups:  # jobs held for a concurrency group's slot are queued too
+            pipe = self.redis.pipeline(transaction=False)
+            for group in groups:
+                pipe.zcard(k.held(group))
+            n[0] += sum(pipe.execute())
         return QueueCounts(queue, bool(paused), *n)
 
     def is_paused(self, queue: str) -> bool:

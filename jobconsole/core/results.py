@@ -37,6 +37,16 @@ class Claimed(NamedTuple):
     now_ms: int  # Redis's clock when the claim ran
     next_due_ms: int  # run-at of the earliest scheduled job, -1 when none
     leases: list[Lease]
+    groups: list[str] = []  # concurrency groups with jobs held in the queue, waiting for a slot
+
+
+class SlotGrant(NamedTuple):
+    """What `group_acquire` granted: slot tokens (leases of the group's own), fewer than asked when the group is
+    at its limit; then `retry_at_ms` says when one frees up (-1: only when a holder gives one back)."""
+
+    now_ms: int
+    retry_at_ms: int
+    tokens: list[str]
 
 
 class Ack(IntEnum):

@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 
 from jobconsole.core import keys, scripts
-from jobconsole.core.keys import QueueKeys, queue_keys
+from jobconsole.core.keys import QueueKeys, group_keys, queue_keys
 from jobconsole.core.results import (
     Claimed,
     Edited,
@@ -25,6 +25,7 @@ from jobconsole.core.results import (
     Failed,
     Handed,
     Recovered,
+    SlotGrant,
     decode_lease,
 )
 from jobconsole.core.scripts import Arg
@@ -82,6 +83,13 @@ def script_keys(script: str, queue: str, worker: str = "") -> tuple[str, ...]:
     return tuple(_fill(script, k, {"inbox": k.inbox(worker)} if worker else {}))
 
 
+@cache
+def group_script_keys(script: str, group: str) -> tuple[str, ...]:
+    """A concurrency group script's KEYS (all in the group's own slot)."""
+    g = group_keys(group)
+    return tuple(_fill(script, None, {n: getattr(g, n) for n in ("conf", "slots", "starts", "waiting", "seq")}))
+
+
 def _int(reply: Any) -> int:
     return int(reply)
 
@@ -108,7 +116,15 @@ def _flat(rows: Iterable[tuple[Arg, ...]]) -> Iterable[Arg]:
 
 
 def _claimed(reply: Any) -> Claimed:
-    return Claimed(int(reply[0]), int(reply[1]), [decode_lease(v) for v in reply[2:]])
+    return Claimed(int(reply[0]), int(reply[1]), [decode_lease(v) for v in reply[3:]], [str(g) for g in reply[2]])
+
+
+def _group_claimed(reply: Any) -> Claimed:
+    return Claimed(int(reply[0]), -1, [decode_lease(v) for v in reply[1:]])
+
+
+def _group_slots(reply: Any) -> SlotGrant:
+    return SlotGrant(int(reply[0]), int(reply[1]), [str(t) for t in reply[2:]])
 
 
 def _failed(reply: Any) -> Failed:
@@ -262,6 +278,52 @@ class Store:
         dry, register the worker as idle for `idle_ms` (0: do not)."""
         args = [*self._head(queue), count, worker.id, worker.host, worker.pid, worker.idle_member, idle_ms]
         return Call("claim", script_keys("claim", queue, worker.id), args, _claimed)
+
+    # --- concurrency groups and queue limits (docs/concepts.md) -------------------------------------
+
+    def define_group(self, group: str, *, connections: int, requests: int, period_ms: int) -> None:
+        """Set a concurrency group's limits (0: none), atomically, and list it."""
+        pipe = self.redis.pipeline(transaction=True)
+        conf = group_keys(group).conf
+        pipe.hset(conf, mapping={"connections": connections, "requests": requests, "period_ms": period_ms})
+        pipe.sadd(keys.GROUPS, group)
+        pipe.execute()
+
+    def group_acquire(self, group: str, count: int, *, holder: str, lease_ms: int, queue: str) -> SlotGrant:
+        """Up to `count` of the group's slots, leased for `lease_ms`; short, `queue` is woken by a release."""
+        args: list[Arg] = [count, holder, lease_ms, queue]
+        return self.run(Call("group_acquire", group_script_keys("group_acquire", group), args, _group_slots))
+
+    def group_release_call(self, group: str, tokens: Sequence[str], *, unused: bool) -> Call[list[str]]:
+        """Give slots back; the queues waiting for one come back (to be woken with `wake`)."""
+        args: list[Arg] = [int(unused), *tokens]
+        return Call("group_release", group_script_keys("group_release", group), args, _strings)
+
+    def group_renew_call(self, group: str, tokens: Sequence[str], *, lease_ms: int) -> Call[int]:
+        return Call("group_renew", group_script_keys("group_renew", group), [lease_ms, *tokens], _int)
+
+    def claim_group_call(self, queue: str, group: str, worker: WorkerIdentity, count: int) -> Call[Claimed]:
+        """Up to `count` of the queue's jobs held for `group`, for a worker holding that many of its slots."""
+        args = [*self._head(queue), group, count, worker.id, worker.host, worker.pid]
+        return Call("claim_group", script_keys("claim_group", queue), args, _group_claimed)
+
+    def wake(self, queues: Iterable[str]) -> None:
+        """A token on each queue's wake list: a worker blocked there claims again."""
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.lpush(queue_keys(queue).wake, "1")
+            pipe.ltrim(queue_keys(queue).wake, 0, 999)
+        pipe.execute()
+
+    def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        """At most `limit` jobs of `queue` running at once across all workers (None: no limit)."""
+        if limit is None:
+            self.redis.delete(queue_keys(queue).limit)
+            return
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(queue_keys(queue).limit, limit)
+        pipe.sadd(keys.QUEUES, queue)
+        pipe.execute()
 
     def complete_call(self, queue: str, acks: Sequence[tuple[str, str, str, int]], *, ttl_ms: int) -> Call[list[int]]:
         """Acks as (job id, token, result JSON, runtime ms); an `Ack` per job."""

@@ -42,6 +42,7 @@ class Task:
     visibility_timeout: float = 30.0  # lease length; heartbeats renew it
     dead_letter_policy: DeadLetterPolicy = DeadLetterPolicy.SAVE
     on_shutdown: OnShutdown = OnShutdown.FINISH
+    group: str = ""  # concurrency group ("" none): its jobs run only holding one of the group's slots
     is_async: bool = field(init=False)
     context_param: str | None = field(init=False)
     _signature: "_Signature" = field(init=False, repr=False)
@@ -53,6 +54,8 @@ class Task:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.func))
         object.__setattr__(self, "context_param", _context_param(self.func))
         object.__setattr__(self, "_signature", _Signature.of(self.func, self.context_param))
+        if self.group and not NAME_PATTERN.match(self.group):
+            raise ValueError(f"task {self.name}: invalid group name {self.group!r}")
         if self.max_retries < 0 or self.visibility_timeout <= 0 or self.retry_delay < 0:
             raise ValueError(f"task {self.name}: max_retries, retry_delay must be >= 0, visibility_timeout > 0")
 
@@ -99,6 +102,7 @@ class Task:
             "dead_letter_policy": str(self.dead_letter_policy),
             "on_shutdown": str(self.on_shutdown),
             "is_async": self.is_async,
+            "group": self.group,
         }
 
 

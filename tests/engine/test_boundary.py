@@ -10,7 +10,7 @@ from redis.crc import key_slot
 
 from jobconsole.core import scripts
 from jobconsole.core.keys import QueueKeys, queue_keys
-from jobconsole.core.store import _fill, script_keys
+from jobconsole.core.store import _fill, group_script_keys, script_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "jobconsole" / "core"
@@ -63,7 +63,12 @@ def test_every_script_declares_keys_the_store_can_fill(name: str) -> None:
     if name in GLOBAL_SCRIPTS:
         return  # the store passes these keys itself
     named = {"finished": queue_keys("emails").dead} if name == "trim" else {}
-    keys = list(script_keys(name, "emails", "host:1:abc")) if not named else _fill(name, queue_keys("emails"), named)
+    if name.startswith("group_"):  # a concurrency group's scripts: the group's own slot
+        keys = list(group_script_keys(name, "payments"))
+    elif named:
+        keys = _fill(name, queue_keys("emails"), named)
+    else:
+        keys = list(script_keys(name, "emails", "host:1:abc"))
     assert len({key_slot(k.encode()) for k in keys}) == 1, keys  # one cluster slot per script call
     highest = max((int(n) for n in re.findall(r"KEYS\[(\d+)\]", scripts.load(name).source)), default=0)
     assert highest <= len(keys)  # the script reads no key its header does not declare

@@ -107,7 +107,7 @@ end
 -- lease_ms, timeout_ms, checkpoint, leased_at (Redis ms: when the lease began, so that a worker that reads
 -- the reply late, or picks a handed-off job from its inbox, knows how much of the lease is already gone).
 local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms', 'checkpoint',
-                      'ready_at', 'enqueued_at'}
+                      'ready_at', 'enqueued_at', 'group'}
 -- `hset`, when given, is an HSET of the job's other fields still to be written (a new job): its fields go
 -- in the same command, the lease's last so that they win (HSET sets repeated fields in order).
 local function leased_reply(job_id, token, h, attempt, now)
@@ -209,4 +209,27 @@ end
 local function drain_intake_at(first, prefix, maxlen)
   return drain_intake(KEYS[first], prefix, KEYS[first + 1], KEYS[first + 2], KEYS[first + 3], KEYS[first + 4],
                       KEYS[first + 5], maxlen)
+end
+
+-- Concurrency groups (core/groups.py). A job of a group that a claim meets waits in its queue's held set of
+-- that group (`<queue tag>:held:<group>`, scored like the ready set, in the queue's slot) until a worker
+-- holding one of the group's slots claims it there (claim_group.lua); `<queue tag>:groups` lists the groups
+-- with held jobs. Both are built from the ready key, so they share its hash tag.
+local PARK_MAX = 1000  -- a claim moves at most this many group jobs aside per call (bounded script time)
+local function held_key(ready_key, group)
+  return string.sub(ready_key, 1, -6) .. 'held:' .. group
+end
+local function groups_key(ready_key)
+  return string.sub(ready_key, 1, -6) .. 'groups'
+end
+-- Take a waiting job off the ready set, or off its group's held set (cancel, delete, edit).
+local function unready(ready_key, job_key, job_id)
+  if redis.call('ZREM', ready_key, job_id) == 1 then return end
+  local group = redis.call('HGET', job_key, 'group')
+  if group and group ~= '' then
+    local held = held_key(ready_key, group)
+    if redis.call('ZREM', held, job_id) == 1 and redis.call('EXISTS', held) == 0 then
+      redis.call('SREM', groups_key(ready_key), group)
+    end
+  end
 end

@@ -21,7 +21,7 @@ if state == 'running' then
   return 'requested'
 end
 if state ~= 'queued' and state ~= 'scheduled' and state ~= 'retrying' then return 'is:' .. state end
-redis.call('ZREM', KEYS[1], job_id)
+unready(KEYS[1], job_key, job_id)
 redis.call('ZREM', KEYS[2], job_id)
 local now = now_ms()
 redis.call('ZADD', KEYS[3], now, job_id)

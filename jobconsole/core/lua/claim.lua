@@ -1,19 +1,24 @@
 #!lua flags=allow-oom
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
--- KEYS: ready scheduled active paused events wake seq stats intake idle inbox
+-- KEYS: ready scheduled active paused events wake seq stats intake idle inbox limit
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
 -- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
 -- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake).
 -- Jobs an enqueue handed straight to this worker (its inbox) come first and do not count against N.
 -- When the ready set runs dry before N, the worker is registered as idle, so that the next enqueue can
 -- lease its job to this worker directly (no claim round trip) and push it to the worker's inbox.
--- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), job...}; each job is what lease() returns:
--- {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at}.
+-- A job of a concurrency group is not leased here: it moves to its group's held set (held_key), where a
+-- worker holding one of the group's slots claims it (claim_group.lua); the claim goes on popping, so jobs
+-- waiting for a slot never hold up the others. A queue limit (`limit`: running jobs of the queue at once,
+-- across workers) caps N, and a worker is never registered idle on a limited queue at its limit.
+-- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, job...}; each job is
+-- what lease() returns: {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint,
+-- leased_at}.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
 local now = now_ms()
-local out = {now, -1}
+local out = {now, -1, {}}
 -- First, so that a job handed to this worker's inbox as a leased intake entry has its hash to check.
 drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], KEYS[3], maxlen)
 if idle_key then
@@ -33,53 +38,61 @@ if idle_key then
 end
 promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
 local paused = redis.call('EXISTS', KEYS[4]) == 1
-local claimed = 0
-if not paused and want > 0 then
-  local popped = redis.call('ZPOPMIN', KEYS[1], want)
+local limit = tonumber(redis.call('GET', KEYS[12]) or '')
+if limit then want = math.min(want, limit - redis.call('ZCARD', KEYS[3])) end
+local claimed, parked = 0, 0
+local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
+while not paused and claimed < want and parked < PARK_MAX do
+  local popped = redis.call('ZPOPMIN', KEYS[1], want - claimed)
   local n = #popped / 2
-  if n > 0 then
-    -- One block of the queue's sequence numbers makes every lease token unique.
-    local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
-    local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
-    for p = 1, #popped, 2 do
-      local job_id = popped[p]
-      local job_key = prefix .. job_id
-      local h = lease_fields(job_key)
-      if h then
-        seq = seq + 1
-        local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
-                             maxlen)
-        local task = h.task or ''
-        local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
-        local b, th = 0, hist[task]
-        if wait >= 1 then  -- hist_bucket, inline
-          local _, e = math.frexp(wait)
-          b = (e > HIST_LAST) and HIST_LAST or e
-        end
-        if not th then
-          th = {}
-          hist[task] = th
-        end
-        th[b] = (th[b] or 0) + 1
-        waited[task] = (waited[task] or 0) + wait
-        out[#out + 1] = leased
-        claimed = claimed + 1
+  if n == 0 then break end
+  -- One block of the queue's sequence numbers makes every lease token unique.
+  local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
+  for p = 1, #popped, 2 do
+    local job_id = popped[p]
+    local job_key = prefix .. job_id
+    local h = lease_fields(job_key)
+    if h and h.group and h.group ~= '' then
+      redis.call('ZADD', held_key(KEYS[1], h.group), popped[p + 1], job_id)
+      redis.call('SADD', groups_key(KEYS[1]), h.group)
+      parked = parked + 1
+    elseif h then
+      seq = seq + 1
+      local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
+                           maxlen)
+      local task = h.task or ''
+      local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
+      local b, th = 0, hist[task]
+      if wait >= 1 then  -- hist_bucket, inline
+        local _, e = math.frexp(wait)
+        b = (e > HIST_LAST) and HIST_LAST or e
       end
+      if not th then
+        th = {}
+        hist[task] = th
+      end
+      th[b] = (th[b] or 0) + 1
+      waited[task] = (waited[task] or 0) + wait
+      out[#out + 1] = leased
+      claimed = claimed + 1
     end
-    -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
-    local minute = math.floor(now / 60000) .. '|'
-    for task, th in pairs(hist) do
-      redis.call('HINCRBY', KEYS[8], minute .. 'wait_ms|' .. task, waited[task])
-      for b, c in pairs(th) do redis.call('HINCRBY', KEYS[8], minute .. 'wait_h:' .. b .. '|' .. task, c) end
-    end
+  end
+end
+if claimed > 0 then
+  -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
+  local minute = math.floor(now / 60000) .. '|'
+  for task, th in pairs(hist) do
+    redis.call('HINCRBY', KEYS[8], minute .. 'wait_ms|' .. task, waited[task])
+    for b, c in pairs(th) do redis.call('HINCRBY', KEYS[8], minute .. 'wait_h:' .. b .. '|' .. task, c) end
   end
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[6])
-  if idle_key and idle_ms > 0 and not paused and claimed < want then
+  if idle_key and idle_ms > 0 and not paused and claimed < want and want > 0 then
     redis.call('ZADD', idle_key, now + idle_ms, member)
   end
 end
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if #nxt > 0 then out[2] = tonumber(nxt[2]) end
+out[3] = redis.call('SMEMBERS', groups_key(KEYS[1]))
 return out

@@ -10,7 +10,8 @@ local job_key = prefix .. job_id
 local state = redis.call('HGET', job_key, 'state')
 if not state then return 'missing' end
 if state == 'running' or (expected ~= '' and state ~= expected) then return 'is:' .. state end
-for k = 1, 7 do redis.call('ZREM', KEYS[k], job_id) end
+unready(KEYS[1], job_key, job_id)
+for k = 2, 7 do redis.call('ZREM', KEYS[k], job_id) end
 release_unique(KEYS[8], job_key, job_id)
 redis.call('DEL', job_key, job_key .. ':attempts')
 emit(KEYS[9], maxlen, job_id, 'deleted', 'deleted', {'from', state})

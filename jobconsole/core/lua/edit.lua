@@ -66,7 +66,7 @@ if run_at ~= '' then
   changed[#changed + 1] = 'run_at'
   local at = tonumber(run_at)
   if at > now then
-    redis.call('ZREM', KEYS[1], job_id)
+    unready(KEYS[1], job_key, job_id)
     redis.call('ZADD', KEYS[2], at, job_id)
     if state == 'queued' then new_state = 'scheduled' end
     redis.call('HSET', job_key, 'state', new_state, 'run_at', at)
@@ -81,9 +81,15 @@ if run_at ~= '' then
 end
 if new_state == 'queued' and priority ~= '' then
   -- Re-score in the ready set, keeping the job's place in line among its new priority's jobs.
-  local score = redis.call('ZSCORE', KEYS[1], job_id)
+  local waiting_in = KEYS[1]
+  local score = redis.call('ZSCORE', waiting_in, job_id)
+  local group = redis.call('HGET', job_key, 'group')
+  if not score and group and group ~= '' then  -- held for a slot of its concurrency group
+    waiting_in = held_key(KEYS[1], group)
+    score = redis.call('ZSCORE', waiting_in, job_id)
+  end
   if score then
-    redis.call('ZADD', KEYS[1], ready_score(priority, tonumber(score) % 1000000000000), job_id)
+    redis.call('ZADD', waiting_in, ready_score(priority, tonumber(score) % 1000000000000), job_id)
   end
 end
 emit(KEYS[8], maxlen, job_id, 'edited', new_state, {'fields', table.concat(changed, ',')})

@@ -1,6 +1,6 @@
 #!lua
 -- Enqueue one or more jobs into one queue.
--- KEYS: ready scheduled unique events wake seq stats idle paused active intake
+-- KEYS: ready scheduled unique events wake seq stats idle paused active intake limit
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] inbox key prefix  ARGV[4] number of jobs
 -- ARGV[5] '1' when the one job may take the intake (the client made its id; no unique key, not delayed)
 -- then per job: id, task, priority, delay_ms ('' = none), run_at_ms ('' = none), unique_key ('' = none),
@@ -19,12 +19,19 @@
 -- costs more on a vCPU that was asleep than back to back, so it makes seven: no pause check (a
 -- pause drops the idle set and a paused queue registers none, so a registration means not paused) and
 -- no sequence number (the token is the worker and the job's fresh id, unlike any claim's worker:seq).
+-- A job of a concurrency group is never handed to an idle worker (it needs one of the group's slots first:
+-- claim.lua holds it for claim_group.lua), nor is any job of a queue at its limit of running jobs.
 -- Returns per job {id, status, state}; status is 'created', 'exists' (the id is already known:
 -- idempotent) or 'duplicate' (the unique key is held by the live job whose id is returned).
 local function intake_entry(mark)
   local entry = {'XADD', KEYS[11], '*', mark, ARGV[6], 'task', ARGV[7], 'priority', ARGV[8]}
   for f = 13, 12 + 2 * tonumber(ARGV[12]) do entry[#entry + 1] = ARGV[f] end
   return entry
+end
+-- A queue limit (running jobs at once) leaves room for one more: a hand-off may start it.
+local function under_limit()
+  local limit = tonumber(redis.call('GET', KEYS[12]) or '')
+  return not limit or redis.call('ZCARD', KEYS[10]) < limit
 end
 if ARGV[5] == '1' then
   local waiting = redis.call('XLEN', KEYS[11])
@@ -34,7 +41,7 @@ if ARGV[5] == '1' then
     if tonumber(top[2]) < now then
       redis.call('DEL', KEYS[8])  -- the freshest one has lapsed, so every one has
       top = {}
-    elseif waiting == 0 and redis.call('ZCARD', KEYS[1]) == 0 then
+    elseif waiting == 0 and redis.call('ZCARD', KEYS[1]) == 0 and under_limit() then
       local idle = cjson.decode(top[1])
       local job_id, worker = ARGV[6], idle[1]
       local entry = intake_entry('leased')
@@ -79,6 +86,12 @@ do
     end
   end
 end
+local function in_group(first, nfields)
+  for f = first, first + 2 * nfields - 1, 2 do
+    if ARGV[f] == 'group' then return ARGV[f + 1] ~= '' end
+  end
+  return false
+end
 local seen = {}  -- ids earlier in this batch
 local ready_adds = {}  -- score, id pairs for one ZADD per 500 jobs
 local i = 6
@@ -111,10 +124,10 @@ for _ = 1, n do
     per_task[task] = (per_task[task] or 0) + 1
     seq = seq + 1
     local idle = nil
-    if state == 'queued' and may_hand_off then
+    if state == 'queued' and may_hand_off and not in_group(fields_start, nfields) then
       -- Cheapest test first: while every worker is busy there is no idle set at all.
       if redis.call('EXISTS', KEYS[8]) == 1 and redis.call('ZCARD', KEYS[1]) == 0
-          and redis.call('EXISTS', KEYS[9]) == 0 then
+          and redis.call('EXISTS', KEYS[9]) == 0 and under_limit() then
         idle = pop_idle_worker(KEYS[8], now)
       end
       may_hand_off = idle ~= nil

@@ -15,12 +15,14 @@ import redis
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.execution import Outcome, RunningJob
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
+from jobconsole.core.results import Lease
 from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import ThreadPacer, threads_cpu_clock
 from jobconsole.core.worker.clock import RedisClock
 from jobconsole.core.worker.exchange import PREFETCH_BELOW_MS, Exchange
+from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.heartbeats import Heartbeats
 from jobconsole.core.worker.idle import IdleWait
 from jobconsole.core.worker.launcher import Launcher
@@ -31,6 +33,12 @@ from jobconsole.core.worker.stop import StopRequests
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 
 SWITCH_INTERVAL_S = 0.001  # see Worker.run
+
+
+def group_slot_lease_ms(registry: TaskRegistry) -> int:
+    """A group slot's lease: the longest lease of the worker's tasks, so that a slot never lapses before the
+    lease of the job holding it (both are renewed together)."""
+    return int(max((t.visibility_timeout for t in registry.all()), default=30.0) * 1000)
 
 
 class Worker:
@@ -83,14 +91,17 @@ class Worker:
         self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
         self._stop = StopRequests()
         self.clock = RedisClock(self.store)
-        self.heartbeats = Heartbeats(self.store, self.running, self.id)
+        self.groups = GroupClaims(
+            self.store, self.identity, self.running, self._start_leased, lease_ms=group_slot_lease_ms(self.registry)
+        )
+        self.heartbeats = Heartbeats(self.store, self.running, self.id, self.groups)
         self.launcher = Launcher(
             self.store, self.registry, self.running, self._results, self._threads, self.clock,
             self.heartbeats.from_task, worker_id=self.id,
         )  # fmt: skip
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,
-            self._pacer, self._stop, concurrency=concurrency, max_tasks=max_tasks, burst=burst,
+            self._pacer, self._stop, self.groups, concurrency=concurrency, max_tasks=max_tasks, burst=burst,
             retention=self.retention,
         )  # fmt: skip
         self.registration = Registration(
@@ -105,6 +116,9 @@ class Worker:
             self._stop, self.running, self._threads, self._pacer, self.exchange, self.registration,
             concurrency=concurrency, grace=shutdown_grace, worker_id=self.id,
         )  # fmt: skip
+
+    def _start_leased(self, queue: str, lease: Lease, received: float, redis_now_ms: int) -> RunningJob | None:
+        return self.launcher.start(queue, lease, received, redis_now_ms)  # built after the group claims
 
     @property
     def claimed(self) -> int:

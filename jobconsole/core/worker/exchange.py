@@ -13,6 +13,7 @@ from jobconsole.core.results import Claimed, Failed
 from jobconsole.core.store import Call, Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import ThreadPacer
+from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.launcher import Launcher
 from jobconsole.core.worker.stop import StopRequests
 
@@ -50,6 +51,7 @@ class Exchange:
         threads: TaskThreads,
         pacer: ThreadPacer,
         stop: StopRequests,
+        groups: GroupClaims,
         *,
         concurrency: int,
         max_tasks: int | None,
@@ -66,6 +68,7 @@ class Exchange:
         self._threads = threads
         self._pacer = pacer
         self._stop = stop
+        self.groups = groups
         self._concurrency = concurrency
         self._max_tasks = max_tasks
         self._burst = burst
@@ -140,6 +143,8 @@ class Exchange:
         """Report the collected outcomes and claim up to `want` jobs in one round trip; returns jobs started."""
         # The first queue is asked in the same round trip; later queues, in order, only while slots remain.
         calls, owners, outcomes = self._outcome_calls()
+        releases = self.groups.release_calls([o.job for o in outcomes])  # the ended jobs' group slots
+        calls += releases
         if want > 0:
             calls.append(self._claim_call(self._queues[0], want))
         sent = time.monotonic()  # no lease in the reply began before this
@@ -149,10 +154,12 @@ class Exchange:
             self.pending = outcomes + self.pending  # every script is safe to repeat (token-checked)
             raise
         self._apply_reports(owners, replies[: len(owners)])
+        self.groups.released(replies[len(owners) : len(owners) + len(releases)])
         if want <= 0:
             return 0
         started = 0
         next_due = -1
+        held: list[tuple[str, list[str]]] = []  # queues with jobs held for a group slot
         for index, queue in enumerate(self._queues):
             if index == 0:
                 reply = replies[-1]
@@ -170,6 +177,15 @@ class Exchange:
             for lease in reply.leases:
                 self._start(queue, lease, sent, self.redis_now_ms)
                 started += 1
+            if reply.groups:
+                held.append((queue, reply.groups))
+        for queue, groups in held:  # in queue order, with the slots the plain jobs left
+            if want - started <= 0:
+                break
+            started += self.groups.claim(queue, groups, want - started)
+        retry_at = self.groups.retry_at_ms  # a rate-limited group's next start counts like a due job
+        if retry_at >= 0 and (next_due < 0 or retry_at < next_due):
+            next_due = retry_at
         self.next_due_ms = next_due
         return started
 

@@ -13,6 +13,7 @@ from jobconsole.core.execution import RunningJob
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.results import Beat
 from jobconsole.core.store import Call, Store
+from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.registry import REGISTRY_EVERY_S
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
@@ -23,7 +24,8 @@ PASS_EVERY_S = 0.1
 class Heartbeats:
     """Renews the leases of the running jobs and records what Redis answers (lost, cancel requested)."""
 
-    def __init__(self, store: Store, running: dict[str, RunningJob], worker_id: str) -> None:
+    def __init__(self, store: Store, running: dict[str, RunningJob], worker_id: str, groups: GroupClaims) -> None:
+        self._groups = groups
         self._store = store
         self._running = running
         self._worker_id = worker_id
@@ -74,8 +76,13 @@ class Heartbeats:
         for queue, batch in by_queue.items():
             beats = [(job.id, job.token, *updates.get(job.id, ("", ""))) for job in batch]
             calls.append(self._store.heartbeat_call(queue, beats))
+        renewals = self._groups.renew_calls(jobs)  # their group slots' leases, in the same round trip
         sent = time.monotonic()
-        for batch, reply in zip(by_queue.values(), self._store.run_many(calls), strict=True):
+        replies = self._store.run_many([*calls, *renewals])
+        for renewal, renewed in zip(renewals, replies[len(calls) :], strict=True):
+            if isinstance(renewed, Exception) or renewed < len(renewal.args) - 1:
+                log.warning("worker=%s could not renew every group slot (%s)", self._worker_id, renewed)
+        for batch, reply in zip(by_queue.values(), replies[: len(calls)], strict=True):
             if isinstance(reply, Exception):
                 raise reply
             for job, code in zip(batch, reply, strict=True):

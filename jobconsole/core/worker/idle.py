@@ -85,7 +85,10 @@ class IdleWait:
         """Block on our inboxes and the queues' wake lists; returns a job handed to us (run_here: to run here)."""
         # An enqueue leases its job to an idle worker's inbox, or pushes a wake-up token for the dispatcher to claim.
         handed = self._store.wait_for_work(self._identity, self._queues, timeout)
-        if handed is None or handed.lease is None:
+        if handed is None:
+            return None
+        if handed.lease is None:
+            self._exchange.groups.unblock()  # a wake-up: also a group slot given back (group_release)
             return None
         job = self._launcher.start(
             handed.queue, handed.lease, time.monotonic(), announce=not run_here, run_here=run_here

@@ -1,0 +1,246 @@
+"""Concurrency groups, rate limits and queue limits, across workers, against a real Redis."""
+
+import threading
+import time
+from contextlib import ExitStack
+
+import pytest
+import redis
+
+from jobconsole.core import Client, JobState, TaskRegistry
+from jobconsole.core.editing import edit_job
+from jobconsole.core.groups import Group
+from jobconsole.core.keys import group_keys, queue_keys
+from jobconsole.core.store import Store, WorkerIdentity
+from tests.helpers import claim, wait_for, worker_in_thread
+
+
+class Meter:
+    """Counts a task's runs at once (the peak) and when each began."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+        self.starts: list[float] = []
+        self.done = 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.starts.append(time.monotonic())
+
+    def leave(self) -> None:
+        with self.lock:
+            self.now -= 1
+            self.done += 1
+
+
+@pytest.fixture
+def meter() -> Meter:
+    return Meter()
+
+
+@pytest.fixture
+def registry(meter: Meter) -> TaskRegistry:
+    registry = TaskRegistry()
+
+    def sleeper(seconds: float = 0.3) -> None:
+        meter.enter()
+        try:
+            time.sleep(seconds)
+        finally:
+            meter.leave()
+
+    registry.register(sleeper, name="ext.call", queue="q", group="ext", max_retries=0)
+    registry.register(sleeper, name="ext.other", queue="q2", group="ext", max_retries=0)
+    registry.register(lambda: None, name="plain", queue="q")
+    registry.register(lambda: None, name="side.call", queue="q", group="side")
+    registry.register(sleeper, name="limited", queue="lq")
+    return registry
+
+
+@pytest.fixture
+def client(r: "redis.Redis", registry: TaskRegistry) -> Client:
+    return Client(r, registry)
+
+
+def workers(r: "redis.Redis", registry: TaskRegistry, n: int, queues: list[str], **options: object) -> ExitStack:
+    stack = ExitStack()
+    for _ in range(n):
+        stack.enter_context(worker_in_thread(r, registry, queues, **options))
+    return stack
+
+
+def test_runqueues_scenario_three_due_jobs_with_two_connections_run_two_at_once(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.define_group(Group("ext", connections=2))
+    ids = [client.enqueue("ext.call", {"seconds": 0.5}).id for _ in range(3)]
+    with workers(r, registry, 2, ["q", "q2"], concurrency=5):
+        wait_for(lambda: meter.now == 2, 5)
+        time.sleep(0.2)
+        assert meter.now == 2  # the third waits for a slot, on neither worker
+        wait_for(lambda: meter.done == 3, 10)
+    assert meter.peak == 2
+    for job_id in ids:
+        job = client.get(job_id)
+        assert job.state is JobState.COMPLETED and job.attempts == 1  # waiting used no attempt
+    assert r.zcard(group_keys("ext").slots) == 0  # every slot given back
+
+
+def test_a_group_spans_queues_and_tasks_and_holds_across_workers(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.define_group(Group("ext", connections=3))
+    for n in range(12):
+        client.enqueue("ext.call" if n % 2 else "ext.other", {"seconds": 0.15})
+    with workers(r, registry, 3, ["q", "q2"], concurrency=4):
+        wait_for(lambda: meter.done == 12, 20)
+    assert meter.peak == 3
+    assert r.zcard(group_keys("ext").slots) == 0
+
+
+def test_jobs_waiting_for_a_slot_do_not_hold_up_other_jobs_of_the_queue(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.define_group(Group("ext", connections=1))
+    client.define_group(Group("side", connections=5))
+    slow = [client.enqueue("ext.call", {"seconds": 0.4}).id for _ in range(5)]
+    others = [client.enqueue("plain").id for _ in range(3)] + [client.enqueue("side.call").id for _ in range(3)]
+    with workers(r, registry, 1, ["q"], concurrency=4):
+        wait_for(lambda: all(client.get(i).state is JobState.COMPLETED for i in others), 5)
+        assert sum(client.get(i).state is JobState.COMPLETED for i in slow) <= 2  # still going, one at a time
+        counts = client.counts("q")
+        assert counts.queued >= 2  # the held ones count as queued
+        wait_for(lambda: meter.done == 5, 10)
+    assert meter.peak == 1
+
+
+def test_a_rate_limit_spaces_the_starts(r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter) -> None:
+    client.define_group(Group.parse("ext", {"requests": [4, "second"]}))
+    for _ in range(12):
+        client.enqueue("ext.call", {"seconds": 0.0})
+    began = time.monotonic()
+    with workers(r, registry, 2, ["q"], concurrency=5):
+        wait_for(lambda: meter.done == 12, 15)
+    starts = sorted(meter.starts)
+    # No window of one second holds more than 4 starts (20 ms for the two clocks' difference), and 12 starts
+    # at 4 a second take at least two full windows.
+    for n in range(len(starts) - 4):
+        assert starts[n + 4] - starts[n] >= 0.98, starts
+    assert starts[-1] - began >= 1.95
+
+
+def test_a_dead_holders_slots_come_back_when_their_lease_runs_out(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.define_group(Group("ext", connections=2))
+    store = Store(r)
+    # A worker took both slots and died before claiming (or while running): nothing gives them back.
+    grant = store.group_acquire("ext", 2, holder="dead:1", lease_ms=800, queue="q")
+    assert len(grant.tokens) == 2
+    assert store.group_acquire("ext", 1, holder="other", lease_ms=800, queue="q").tokens == []
+    client.enqueue("ext.call", {"seconds": 0.0})
+    with workers(r, registry, 1, ["q"], concurrency=2):
+        time.sleep(0.4)
+        assert meter.done == 0  # the limit holds while the dead holder's leases run
+        wait_for(lambda: meter.done == 1, 5)
+    assert meter.peak == 1
+    assert r.zcard(group_keys("ext").slots) == 0
+
+
+def test_slots_are_renewed_with_the_jobs_heartbeats(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    registry.register(lambda seconds: time.sleep(seconds), name="long.call", queue="q", group="ext",
+                      visibility_timeout=0.6)  # fmt: skip
+    client.define_group(Group("ext", connections=1))
+    client.enqueue("long.call", {"seconds": 1.5})
+    client.enqueue("long.call", {"seconds": 0.0})
+    slots = group_keys("ext").slots
+    with workers(r, registry, 1, ["q"], concurrency=2):
+        wait_for(lambda: r.zcard(slots) == 1, 5)
+        time.sleep(1.0)  # past the slot's first lease: renewed, so the second job still waits
+        assert r.zcard(slots) == 1 and client.counts("q").queued == 1
+        wait_for(lambda: client.counts("q").completed == 2, 5)
+
+
+def test_a_queue_limit_holds_across_workers(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.set_queue_limit("lq", 2)
+    for _ in range(8):
+        client.enqueue("limited", {"seconds": 0.2})
+    with workers(r, registry, 3, ["lq"], concurrency=4):
+        wait_for(lambda: meter.done == 8, 10)
+    assert meter.peak == 2
+    client.set_queue_limit("lq", None)
+    assert not r.exists(queue_keys("lq").limit)
+
+
+def test_a_queue_limit_stops_hand_offs_to_idle_workers(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    client.set_queue_limit("lq", 1)
+    with workers(r, registry, 3, ["lq"], concurrency=2):
+        time.sleep(0.3)  # every worker waits, registered idle
+        for _ in range(4):
+            client.enqueue("limited", {"seconds": 0.2})
+            time.sleep(0.02)
+        wait_for(lambda: meter.done == 4, 10)
+    assert meter.peak == 1
+
+
+def test_held_jobs_can_be_cancelled_deleted_and_reprioritised(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    client.define_group(Group("ext", connections=1))
+    store = Store(r)
+    ids = [client.enqueue("ext.call").id for _ in range(3)]
+    assert claim(r, "q", 10) == []  # the claim moved them aside: no slot asked for
+    held = queue_keys("q").held("ext")
+    assert r.zcard(held) == 3 and r.smembers(queue_keys("q").groups) == {"ext"}
+    assert client.cancel(ids[0]) == "cancelled"
+    client.delete(ids[1])
+    assert r.zrange(held, 0, -1) == [ids[2]]
+    job = client.get(ids[2])
+    edit_job(client, ids[2], expected_state=job.state, expected_attempts=0, priority=-5)
+    assert r.zscore(held, ids[2]) is not None and r.zscore(held, ids[2]) < 0
+    leased = store.run(store.claim_group_call("q", "ext", _identity(), 5)).leases
+    assert [lease.id for lease in leased] == [ids[2]]
+    assert not r.exists(held) and not r.smembers(queue_keys("q").groups)
+
+
+def _identity() -> WorkerIdentity:
+    return WorkerIdentity("w", "host", 1)
+
+
+def test_a_job_may_name_another_group_or_none(r: "redis.Redis", client: Client) -> None:
+    client.define_group(Group("side", connections=1))
+    moved = client.enqueue("ext.call", group="side")
+    freed = client.enqueue("ext.call", group="")
+    assert r.hget(queue_keys("q").job(moved.id), "group") == "side"
+    assert not r.hget(queue_keys("q").job(freed.id), "group")
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({}, "give connections, requests or both"),
+        ({"connections": -1}, "must be >= 0"),
+        ({"requests": [0, "second"]}, "positive whole numbers"),
+        ({"requests": [5, "fortnight"]}, "second, minute or hour"),
+        ({"requests": 5}, "n, unit"),
+        ({"connection": 2}, "unknown option"),
+    ],
+)
+def test_bad_group_definitions_say_what_is_wrong(spec: dict[str, object], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        Group.parse("ext", spec)
+
+
+def test_runqueues_rate_form_is_read() -> None:
+    assert Group.parse("ext", {"connections": 2, "requests": [100, 1, "minute"]}) == Group("ext", 2, 100, 60_000)
+    assert Group.parse("ext", {"requests": [10, "seconds"]}).period_ms == 1000
