@@ -27,6 +27,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from jobconsole.core.client import DEFAULT_SPIN_US
+from jobconsole.core.groups import Group
+from jobconsole.core.keys import NAME_PATTERN
 from jobconsole.core.maintenance import Retention
 
 DAY = 86_400
@@ -90,6 +92,26 @@ def _overrides_check(allowed: dict[str, Kind], of: str) -> Callable[[Any], str |
     return check
 
 
+def _groups_problem(value: Mapping[str, Any]) -> str | None:
+    for name, spec in value.items():
+        if not isinstance(spec, Mapping):
+            return f"group {name!r} must be a dict such as {{'connections': 2}}, not {type(spec).__name__}"
+        try:
+            Group.parse(str(name), dict(spec))
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+def _queue_limits_problem(value: Mapping[str, Any]) -> str | None:
+    for queue, limit in value.items():
+        if not NAME_PATTERN.match(str(queue)):
+            return f"invalid queue name {queue!r}"
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return f"the limit of queue {queue!r} must be a whole number of at least 1, not {limit!r}"
+    return None
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "the Redis holding queues, jobs and events", env="REDIS_URL"),
     Setting(
@@ -109,6 +131,21 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("EVENTS_MAXLEN", 100_000, "approximate length each queue's event stream is trimmed to"),
     Setting("WORKER_CONCURRENCY", 10, "jobs a runworker runs at once (threads)", env="WORKER_CONCURRENCY"),
+    Setting(
+        "GROUPS",
+        {},
+        "concurrency groups: name -> {'connections': jobs running at once across all workers, "
+        "'requests': [n, 'second'|'minute'|'hour'] starts per period}",
+        kind=dict,
+        check=lambda value: _groups_problem(value),
+    ),
+    Setting(
+        "QUEUE_LIMITS",
+        {},
+        "queue -> the most jobs of that queue running at once across all workers",
+        kind=dict,
+        check=lambda value: _queue_limits_problem(value),
+    ),
     Setting(
         "SHUTDOWN_GRACE",
         10.0,
@@ -285,6 +322,8 @@ class Config(TypedDict):
     CLIENT_SPIN_US: int
     EVENTS_MAXLEN: int
     WORKER_CONCURRENCY: int
+    GROUPS: dict[str, dict[str, Any]]
+    QUEUE_LIMITS: dict[str, int]
     SHUTDOWN_GRACE: float
     MIRROR: MirrorConfig
     RETENTION: dict[str, float]

@@ -9,6 +9,7 @@ from django.core.signals import setting_changed
 from jobconsole.conf import get_config, retention
 from jobconsole.core import Client, default_registry
 from jobconsole.core.connection import connect
+from jobconsole.core.groups import Group
 
 
 @cache
@@ -27,6 +28,15 @@ def get_client() -> Client:
         finished_ttl=retention().completed,
         spin_us=config["CLIENT_SPIN_US"],
     )
+
+
+def define_flow_control() -> None:
+    """Write the settings' concurrency groups and queue limits to Redis (every runworker does, at start)."""
+    config, client = get_config(), get_client()
+    for name, spec in config["GROUPS"].items():
+        client.define_group(Group.parse(name, spec))
+    for queue, limit in config["QUEUE_LIMITS"].items():
+        client.set_queue_limit(queue, limit)
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:

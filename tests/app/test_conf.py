@@ -115,3 +115,14 @@ def test_check_rejects_a_non_dict_and_unreadable_environment(jc: Any, monkeypatc
     jc.JOBCONSOLE = {"WORKER_CONCURRENCY": 4, "MIRROR": {"IN_WORKER": True}}
     assert errors() == []
     assert fresh()["WORKER_CONCURRENCY"] == 4
+
+
+def test_check_says_what_is_wrong_in_groups_and_queue_limits(jc: Any) -> None:
+    jc.JOBCONSOLE = {"GROUPS": {"payments": {"connections": 2, "requests": [5, "fortnight"]}}}
+    [(code, message)] = errors()
+    assert code == "jobconsole.E003" and "second, minute or hour" in message
+    jc.JOBCONSOLE = {"QUEUE_LIMITS": {"reports": 0}}
+    [(code, message)] = errors()
+    assert "must be a whole number of at least 1" in message
+    jc.JOBCONSOLE = {"GROUPS": {"payments": {"connections": 2, "requests": [10, "second"]}}, "QUEUE_LIMITS": {"r": 4}}
+    assert errors() == []

@@ -20,7 +20,7 @@ from jobconsole.conf import bulk_config, get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
-from jobconsole.engine import get_redis
+from jobconsole.engine import define_flow_control, get_redis
 
 
 class Command(BaseCommand):
@@ -94,6 +94,7 @@ class Command(BaseCommand):
                 )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        define_flow_control()
         # The database mirror runs next to the worker, in a thread; a Redis lock makes one process among
         # all the workers the mirror's leader. (The engine itself never imports Django.)
         stop_mirror = threading.Event()
