@@ -37,7 +37,6 @@ GATES = (
     "unique_overlaps",
     "unique_refused_wrongly",
 )
-GROUPS = "n/a: concurrency groups are not built yet"
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "var" / "chaos" / "runs.jsonl"
 
 
@@ -124,6 +123,14 @@ def histories(rep: Report) -> str:
     return f"{complete} / {rep.histories_checked} ({100 * complete / rep.histories_checked:.1f}%)"
 
 
+def groups(res: "Result") -> str:
+    """The concurrency group's counts (group_slots only)."""
+    t = res.tallies
+    if "group_peak" not in t:
+        return "-"
+    return f"{t['group_peak']} / {t['group_over_limit']} / {t['group_slots_leaked']}"
+
+
 def unique(rep: Report) -> str:
     return f"{rep.unique_jobs} / {rep.unique_duplicates}" if rep.unique_jobs or rep.unique_duplicates else "-"
 
@@ -148,7 +155,7 @@ def print_result(res: Result) -> None:
         ("re-runs after ack", rep.rerun_after_ack),
         ("runs before run_at", rep.early),
         ("attempts charged by graceful shutdown", rep.shutdown_attempts_used),
-        ("leaked group slots", GROUPS),
+        ("group peak running at once / over limit / slots leaked", groups(res)),
         ("unique-key jobs accepted / duplicates", unique(rep)),
         ("jobs live at once under one unique key", rep.unique_overlaps),
         ("duplicates refused for a holder not live", rep.unique_refused_wrongly),

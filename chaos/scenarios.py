@@ -15,11 +15,12 @@ from chaos.checker import EPS
 from chaos.harness import Ctx, Planned, work
 from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
-from chaos.tasks import FLAKY_RETRIES, LEASE_S, QUEUE, SPIN_LEASE_S
+from chaos.tasks import FLAKY_RETRIES, GROUP, LEASE_S, QUEUE, SPIN_LEASE_S
 from jobconsole.core import keys
 from jobconsole.core.errors import JobNotFound, JobStateConflict
+from jobconsole.core.groups import Group
 from jobconsole.core.job import Job
-from jobconsole.core.keys import queue_keys
+from jobconsole.core.keys import group_keys, queue_keys
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.store import Store
 from jobconsole.core.streams import parse_id
@@ -306,7 +307,7 @@ def delayed(ctx: Ctx) -> None:
     are killed. Each delayed job runs, never before its run_at. Beside them a second producer keeps sending
     short-lived jobs over a few unique keys, so each key is taken, refused (a duplicate names its live holder)
     and freed again many times, across kills: at no moment may two jobs with one key be live, and a job may be
-    refused only while its key's holder is live. Concurrency groups are not built yet (a later roadmap item)."""
+    refused only while its key's holder is live. Concurrency groups are group_slots."""
     recoverer = ctx.cluster.start_recoverer()
     ctx.workers(3)
     n = int(ctx.size(200, 3000))
@@ -726,6 +727,61 @@ def soak(ctx: Ctx) -> None:
             proxy.close()
 
 
+GROUP_LIMIT = 3
+GROUP_GATES = ("group_over_limit", "group_slots_leaked")
+
+
+def group_slots(ctx: Ctx) -> None:
+    """#14: jobs of a concurrency group (connections 3) among other jobs, workers SIGKILLed while they hold
+    its slots. Gates: the group's runs at once (from the ledger: a killed run ends at its kill) never pass the
+    limit, and once the queue drained and the dead holders' leases ran out, no slot is held."""
+    ctx.client.define_group(Group(GROUP, connections=GROUP_LIMIT))
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(240, 3000))
+    plan = [
+        work(f"g{i}", ctx.rng.choice([0.02, 0.1, 0.3]), task="chaos.grouped")
+        if i % 3
+        else work(f"g{i}", ctx.rng.choice([0.0, 0.01]))
+        for i in range(n)
+    ]
+    ctx.produce(plan, rate=ctx.size(60, 100))
+    _kill_workers_under_load(ctx)
+    ctx.settle()
+    grouped = {p.spec.id for p in plan if p.spec.task == "chaos.grouped" and p.spec.id}
+    peak = _peak_at_once(ctx, grouped)
+    slots = group_keys(GROUP).slots
+    _wait(lambda: ctx.r.zcount(slots, Store(ctx.r).time_ms(), "+inf") == 0, 10 * LEASE_S)
+    ctx.tallies |= {
+        "group_peak": peak,
+        "group_over_limit": max(0, peak - GROUP_LIMIT),
+        "group_slots_leaked": int(ctx.r.zcount(slots, Store(ctx.r).time_ms(), "+inf")),
+    }
+    ctx.notes.append(f"group {GROUP}: peak {peak} running at once (limit {GROUP_LIMIT})")
+
+
+def _peak_at_once(ctx: Ctx, job_ids: set[str]) -> int:
+    """The most runs of `job_ids` at once in the ledger; a run whose process was killed ends at the kill."""
+    killed_at: dict[int, list[float]] = {}
+    for fault in ctx.ledger.faults():
+        if fault.kind in {"kill", "crash"}:
+            for pid in fault.pids:
+                killed_at.setdefault(pid, []).append(fault.started)
+    edges: list[tuple[float, int]] = []
+    for run in ctx.ledger.executions():
+        if run.job_id not in job_ids:
+            continue
+        end = run.ended
+        if end is None:
+            end = min((t for t in killed_at.get(run.pid, []) if t >= run.started), default=float("inf"))
+        edges += [(run.started, 1), (end, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):  # an end at the same instant as a start comes first (-1 sorts before 1)
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -753,6 +809,9 @@ SCENARIOS: dict[str, Scenario] = {
             "Redis at maxmemory: enqueues refused, workers drain",
             redis_full,
             extra_gates=REDIS_FULL_GATES,
+        ),
+        Scenario(
+            "group_slots", "concurrency group, workers killed holding slots", group_slots, extra_gates=GROUP_GATES
         ),
         Scenario("power_loss", "Redis rolled back by a power loss; the mirror restores", power_loss),
         Scenario("soak", "every fault above, mixed at random", soak),

@@ -85,6 +85,15 @@ def work(
     return _run(context, key, seconds, heartbeat, die_after_effect)
 
 
+GROUP = "chaos.ext"  # the concurrency group of chaos.grouped (group_slots defines its limit)
+
+
+@task(name="chaos.grouped", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1, group=GROUP)
+def grouped(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
+    """chaos.work in a concurrency group: group_slots checks its runs at once never pass the group's limit."""
+    return _run(context, key, seconds, True, False)
+
+
 @task(name="chaos.spin", queue=QUEUE, visibility_timeout=SPIN_LEASE_S, max_retries=25, retry_delay=0.1)
 def spin(context: JobContext, key: str, seconds: float = 0.0) -> dict[str, Any]:
     """CPU-bound for `seconds` in pure Python (holding the GIL but for the interpreter's switches) and never
