@@ -27,9 +27,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from jobconsole.core.client import DEFAULT_SPIN_US
+from jobconsole.core.errors import InvalidJob
 from jobconsole.core.groups import Group
-from jobconsole.core.keys import NAME_PATTERN
 from jobconsole.core.maintenance import Retention
+from jobconsole.core.roles import check_name
 
 DAY = 86_400
 
@@ -105,8 +106,10 @@ def _groups_problem(value: Mapping[str, Any]) -> str | None:
 
 def _queue_limits_problem(value: Mapping[str, Any]) -> str | None:
     for queue, limit in value.items():
-        if not NAME_PATTERN.match(str(queue)):
-            return f"invalid queue name {queue!r}"
+        try:
+            check_name(queue, "queue")
+        except InvalidJob as exc:
+            return str(exc)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             return f"the limit of queue {queue!r} must be a whole number of at least 1, not {limit!r}"
     return None

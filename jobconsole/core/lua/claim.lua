@@ -43,7 +43,8 @@ if limit then want = math.min(want, limit - redis.call('ZCARD', KEYS[3])) end
 local claimed, parked = 0, 0
 local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
 while not paused and claimed < want and parked < PARK_MAX do
-  local popped = redis.call('ZPOPMIN', KEYS[1], want - claimed)
+  local asked = want - claimed
+  local popped = redis.call('ZPOPMIN', KEYS[1], asked)
   local n = #popped / 2
   if n == 0 then break end
   -- One block of the queue's sequence numbers makes every lease token unique.
@@ -77,6 +78,7 @@ while not paused and claimed < want and parked < PARK_MAX do
       claimed = claimed + 1
     end
   end
+  if n < asked then break end  -- the ready set ran dry: no need to ask again
 end
 if claimed > 0 then
   -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
