@@ -59,6 +59,7 @@ class Worker:
         retention: Retention | None = None,
         shutdown_grace: float = 10.0,
         name: str | None = None,
+        queue_weights: dict[str, int] | None = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -102,7 +103,7 @@ class Worker:
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,
             self._pacer, self._stop, self.groups, concurrency=concurrency, max_tasks=max_tasks, burst=burst,
-            retention=self.retention,
+            retention=self.retention, weights=queue_weights,
         )  # fmt: skip
         self.registration = Registration(
             self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,

@@ -23,6 +23,22 @@ from jobconsole.core.roles import Roles, check_name
 from jobconsole.engine import define_flow_control, get_redis
 
 
+def parse_queues(raw: str) -> tuple[list[str], dict[str, int] | None]:
+    """`a,b` (strict order) or `a:3,b:1` (weights: a weighted order; a queue without one weighs 1)."""
+    queues: list[str] = []
+    weights: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, _, weight = item.partition(":")
+        if weight:
+            if not weight.isdigit() or int(weight) < 1:
+                raise CommandError(f"--queues {item!r}: a weight is a whole number of at least 1 (emails:3)")
+            weights[name] = int(weight)
+        queues.append(name)
+    return queues, weights or None
+
+
 class Command(BaseCommand):
     help = (
         "Run a worker: claims jobs from the given queues (default: every registered task's queue), and serves the "
@@ -33,7 +49,11 @@ class Command(BaseCommand):
     requires_system_checks = [TAG]
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--queues", default="", help="comma-separated queues, claimed in this order")
+        parser.add_argument(
+            "--queues", default="",
+            help="comma-separated queues, claimed in this order; with weights (a:3,b:1) in a weighted random "
+            "order drawn at each claim instead",
+        )  # fmt: skip
         parser.add_argument("--role", default="", help="serve the queues of this worker role instead of --queues")
         parser.add_argument("--concurrency", type=int, default=None, help="jobs run at once (threads)")
         parser.add_argument("--max-tasks", type=int, default=None, help="exit after this many jobs")
@@ -61,8 +81,9 @@ class Command(BaseCommand):
         if options["role"] and options["queues"]:
             raise CommandError("give --queues or --role, not both")
         config = get_config()
+        queues, weights = parse_queues(options["queues"])
         queues = (
-            [q for q in options["queues"].split(",") if q]
+            queues
             or self.role_queues(options["role"])
             or sorted({t.queue for t in default_registry.all()} - {SYSTEM_QUEUE})
         )
@@ -84,6 +105,7 @@ class Command(BaseCommand):
                 retention=retention(),
                 shutdown_grace=config["SHUTDOWN_GRACE"],
                 name=options["name"],
+                queue_weights=weights,
             )
             system = None
             if not options["no_system_worker"] and not options["burst"] and options["max_tasks"] is None:

@@ -1,7 +1,10 @@
-"""Concurrency groups, rate limits and queue limits, across workers, against a real Redis."""
+"""Flow control against a real Redis: concurrency groups, rate limits and queue limits across workers, and a
+worker's queue order (strict or weighted)."""
 
+import random
 import threading
 import time
+from collections import Counter
 from contextlib import ExitStack
 
 import pytest
@@ -12,6 +15,7 @@ from jobconsole.core.editing import edit_job
 from jobconsole.core.groups import Group
 from jobconsole.core.keys import group_keys, queue_keys
 from jobconsole.core.store import Store, WorkerIdentity
+from jobconsole.core.worker.exchange import ClaimOrder
 from tests.helpers import claim, wait_for, worker_in_thread
 
 
@@ -244,3 +248,33 @@ def test_bad_group_definitions_say_what_is_wrong(spec: dict[str, object], error:
 def test_runqueues_rate_form_is_read() -> None:
     assert Group.parse("ext", {"connections": 2, "requests": [100, 1, "minute"]}) == Group("ext", 2, 100, 60_000)
     assert Group.parse("ext", {"requests": [10, "seconds"]}).period_ms == 1000
+
+
+def test_a_weighted_order_puts_each_queue_first_in_proportion() -> None:
+    order = ClaimOrder(["a", "b", "c"], {"a": 3, "b": 1}, random.Random(7))
+    firsts = Counter(order.next()[0] for _ in range(6000))
+    assert 0.55 < firsts["a"] / 6000 < 0.65  # 3 of 5
+    assert 0.15 < firsts["b"] / 6000 < 0.25 and 0.15 < firsts["c"] / 6000 < 0.25  # c weighs 1 by default
+    assert ClaimOrder(["a", "b"], None).next() == ["a", "b"]  # strict: as given, every time
+    with pytest.raises(ValueError, match="at least 1"):
+        ClaimOrder(["a"], {"a": 0})
+
+
+def test_strict_order_serves_a_later_queue_only_with_slots_to_spare_and_weights_share(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    registry.register(lambda: time.sleep(0.01), name="first", queue="qa")
+    registry.register(lambda: time.sleep(0.01), name="second", queue="qb")
+    for _ in range(60):
+        client.enqueue("first")
+        client.enqueue("second")
+    with worker_in_thread(r, registry, ["qa", "qb"], concurrency=1):
+        wait_for(lambda: client.counts("qa").completed >= 30, 10)
+        assert client.counts("qb").completed == 0  # strict: qb waits while qa has jobs
+        wait_for(lambda: client.counts("qb").completed == 60, 10)
+    for _ in range(60):
+        client.enqueue("first")
+        client.enqueue("second")
+    with worker_in_thread(r, registry, ["qa", "qb"], concurrency=1, queue_weights={"qa": 1, "qb": 1}):
+        wait_for(lambda: client.counts("qa").completed >= 90, 10)
+        assert client.counts("qb").completed >= 70  # weighted: both advance together
