@@ -17,6 +17,7 @@ NAVIGATION = [
     ("scheduled", "Scheduled", "dashboards:scheduled"),
     ("dead", "Dead letters", "dashboards:dead_letters"),
     ("workers", "Workers", "dashboards:workers"),
+    ("flow", "Flow control", "dashboards:flow"),
     ("tasks", "Tasks", "dashboards:tasks"),
     ("bulk", "Bulk operations", "dashboards:bulk_list"),
     ("audit", "Audit log", "dashboards:audit"),

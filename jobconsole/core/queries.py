@@ -178,6 +178,32 @@ def _decode_timed_cursor(cursor: str) -> _Entry:
         raise InvalidJob(f"invalid cursor {cursor!r}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """A concurrency group now: its limits, the slots held (leases not run out), the starts in the current rate
+    window, and its jobs waiting for a slot, per queue."""
+
+    name: str
+    connections: int  # 0: no cap
+    requests: int  # 0: no rate limit
+    period_ms: int
+    in_use: int
+    started_in_window: int
+    held: dict[str, int]  # queue -> jobs waiting for a slot there
+    waiting_queues: list[str]  # queues whose workers came short of a slot since the last release
+
+    @property
+    def waiting(self) -> int:
+        return sum(self.held.values())
+
+
+@dataclass(frozen=True, slots=True)
+class FlowControl:
+    groups: list[GroupState]
+    queue_limits: dict[str, int]  # queue -> most jobs running at once (queues with a limit only)
+    running: dict[str, int]  # queue -> jobs running now (the limited queues)
+
+
 class Queries:
     """Reads for operators and programs. Thread-safe (redis-py's pool)."""
 
@@ -206,6 +232,50 @@ class Queries:
                 pipe.zcard(k.held(group))
             n[0] += sum(pipe.execute())
         return QueueCounts(queue, bool(paused), *n)
+
+    def flow_control(self) -> FlowControl:
+        """Every concurrency group and queue limit, as they stand (two pipelined round trips)."""
+        now = self.store.time_ms()
+        queues = self.queues()
+        groups = sorted(cast(set[str], self.redis.smembers(keys.GROUPS)))
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.get(queue_keys(queue).limit)
+            pipe.smembers(queue_keys(queue).groups)
+        for group in groups:
+            g = keys.group_keys(group)
+            pipe.hgetall(g.conf)
+            pipe.zcount(g.slots, now, "+inf")
+            pipe.smembers(g.waiting)
+        replies = pipe.execute()
+        limits = {q: int(replies[2 * i]) for i, q in enumerate(queues) if replies[2 * i]}
+        held_in = {q: sorted(replies[2 * i + 1]) for i, q in enumerate(queues) if replies[2 * i + 1]}
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, names in held_in.items():
+            for group in names:
+                pipe.zcard(queue_keys(queue).held(group))
+        for group in groups:
+            conf = replies[2 * len(queues) + 3 * groups.index(group)]
+            period = int(conf.get("period_ms") or 1000)
+            pipe.zcount(keys.group_keys(group).starts, now - period, "+inf")
+        for queue in limits:
+            pipe.zcard(queue_keys(queue).active)
+        counts = iter(pipe.execute())
+        held: dict[str, dict[str, int]] = {}
+        for queue, names in held_in.items():
+            for group in names:
+                held.setdefault(group, {})[queue] = int(next(counts))
+        states = []
+        for n, group in enumerate(groups):
+            conf, in_use, waiting = replies[2 * len(queues) + 3 * n : 2 * len(queues) + 3 * n + 3]
+            state = GroupState(
+                group, int(conf.get("connections") or 0), int(conf.get("requests") or 0),
+                int(conf.get("period_ms") or 1000), int(in_use), int(next(counts)), held.get(group, {}),
+                sorted(waiting),
+            )  # fmt: skip
+            states.append(state)
+        running = {queue: int(next(counts)) for queue in limits}
+        return FlowControl(states, limits, running)
 
     def is_paused(self, queue: str) -> bool:
         return bool(self.redis.exists(queue_keys(queue).paused))

@@ -236,3 +236,25 @@ def test_overview_charts_and_tasks_pages_show_what_the_workers_counted(client, r
     detail = browser.get("/tasks/examples.echo/", {"range": "day"})
     assert detail.status_code == 200 and detail.context["figures"]["histogram"] is not None
     assert browser.get("/tasks/no.such.task/").status_code == 404
+
+
+def test_flow_control_page_shows_groups_their_waiting_jobs_and_queue_limits(client, r):
+    from jobconsole.core.groups import Group
+
+    assert "No concurrency group is defined" in web(*VIEW).get("/flow/").content.decode()
+    client.define_group(Group("payments", connections=2, requests=10, period_ms=60_000))
+    client.set_queue_limit("examples.sleep", 3)
+    for _ in range(3):
+        client.enqueue("examples.echo", {"x": 1}, group="payments")
+    assert claim(r, "examples.echo", 5) == []  # the claim holds them for a slot of the group
+    grant = client.store.group_acquire("payments", 1, holder="w", lease_ms=30_000, queue="examples.echo")
+    assert len(grant.tokens) == 1
+    page = web(*VIEW).get("/flow/")
+    [group] = page.context["groups"]
+    state = group["state"]
+    assert (state.name, state.connections, state.in_use, state.started_in_window) == ("payments", 2, 1, 1)
+    assert state.held == {"examples.echo": 3} and group["rate"] == "10 a minute"
+    assert page.context["limits"] == [{"queue": "examples.sleep", "limit": 3, "running": 0, "full": False}]
+    html = page.content.decode()
+    assert "1 of 2" in html and "10 a minute" in html and "Flow control" in html
+    assert client.counts("examples.echo").queued == 3  # held jobs are waiting jobs

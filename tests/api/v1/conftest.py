@@ -31,6 +31,9 @@ class Api:
     def patch(self, path: str, body: Any) -> Any:
         return self.web.patch(BASE + path, json.dumps(body), content_type="application/json")
 
+    def put(self, path: str, body: Any) -> Any:
+        return self.web.put(BASE + path, json.dumps(body), content_type="application/json")
+
     def delete(self, path: str, body: Any = None) -> Any:
         return self.web.delete(BASE + path, "" if body is None else json.dumps(body), content_type="application/json")
 

@@ -67,3 +67,26 @@ def test_stats_and_series(operator: Api, r: Any) -> None:
     assert any(d["queue"] == "apitest" for d in depth)
     problem(operator.get("/stats", span="year"), 400)
     problem(operator.get("/series", queue="nosuchqueue"), 404)
+
+
+def test_flow_control_groups_and_queue_limits_are_read_and_set(operator: Api, r: Any) -> None:
+    assert operator.get("/flow").json() == {"groups": [], "queue_limits": []}
+    defined = operator.put("/groups/payments", {"connections": 2, "requests": [10, "second"], "reason": "provider"})
+    assert defined.status_code == 200, defined.content
+    [group] = defined.json()["groups"]
+    assert group | {"held": {}} == {
+        "name": "payments", "connections": 2, "requests": 10, "period_ms": 1000, "in_use": 0,
+        "started_in_window": 0, "waiting": 0, "held": {},
+    }  # fmt: skip
+    assert AuditLog.objects.get(action="define_group").detail["group"] == "payments"
+    limited = operator.put("/queues/apitest/limit", {"limit": 3})
+    assert limited.json()["queue_limits"] == [{"queue": "apitest", "limit": 3, "running": 0}]
+    assert operator.put("/queues/apitest/limit", {"limit": None}).json()["queue_limits"] == []
+    # Bad input says what is wrong and changes nothing.
+    assert (
+        "second, minute or hour" in problem(operator.put("/groups/payments", {"requests": [5, "week"]}), 400)["detail"]
+    )
+    problem(operator.put("/groups/payments", {"connections": -1}), 422)
+    problem(operator.put("/queues/apitest/limit", {"limit": 0}), 422)
+    problem(operator.put("/groups/bad:name", {"connections": 1}), 400)
+    assert operator.get("/flow").json()["groups"][0]["connections"] == 2
