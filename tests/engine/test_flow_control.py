@@ -155,20 +155,39 @@ def test_a_dead_holders_slots_come_back_when_their_lease_runs_out(
     assert r.zcard(group_keys("ext").slots) == 0
 
 
-def test_slots_are_renewed_with_the_jobs_heartbeats(
-    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
-) -> None:
-    registry.register(lambda seconds: time.sleep(seconds), name="long.call", queue="q", group="ext",
+def test_slots_are_renewed_with_the_jobs_heartbeats(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
+    # The group's only task has a 0.6 s lease: so has a slot's first lease, and the job runs 1.5 s.
+    registry.register(lambda seconds: time.sleep(seconds), name="long.call", queue="q", group="slow",
                       visibility_timeout=0.6)  # fmt: skip
-    client.define_group(Group("ext", connections=1))
+    client.define_group(Group("slow", connections=1))
     client.enqueue("long.call", {"seconds": 1.5})
     client.enqueue("long.call", {"seconds": 0.0})
-    slots = group_keys("ext").slots
+    slots = group_keys("slow").slots
     with workers(r, registry, 1, ["q"], concurrency=2):
         wait_for(lambda: r.zcard(slots) == 1, 5)
         time.sleep(1.0)  # past the slot's first lease: renewed, so the second job still waits
         assert r.zcard(slots) == 1 and client.counts("q").queued == 1
+        deadline = r.zrange(slots, 0, 0, withscores=True)[0][1]
+        assert deadline - Store(r).time_ms() <= 600  # the job's lease, not the longest of the worker's tasks
         wait_for(lambda: client.counts("q").completed == 2, 5)
+
+
+def test_a_slot_follows_a_longer_job_lease_from_its_claim(r: "redis.Redis", client: Client) -> None:
+    registry = TaskRegistry()
+    registry.register(lambda: time.sleep(0.5), name="short", queue="q", group="mixed", visibility_timeout=1)
+    client = Client(r, registry)
+    client.define_group(Group("mixed", connections=1))
+    job = client.enqueue("short", group="mixed")
+    # A job naming the group of a task with a 1 s lease, from a task whose lease is 60 s (strict=False client).
+    registry.register(lambda: time.sleep(0.5), name="long", queue="q", visibility_timeout=60)
+    long_job = Client(r, registry).enqueue("long", group="mixed")
+    slots = group_keys("mixed").slots
+    with workers(r, registry, 1, ["q"], concurrency=1):
+        wait_for(lambda: client.get(job.id).state is JobState.COMPLETED, 5)
+        wait_for(lambda: client.get(long_job.id).state is JobState.RUNNING, 5)
+        deadline = r.zrange(slots, 0, 0, withscores=True)[0][1]
+        assert deadline - Store(r).time_ms() > 30_000  # renewed to the job's 60 s right after its claim
+        wait_for(lambda: client.get(long_job.id).state is JobState.COMPLETED, 5)
 
 
 def test_a_queue_limit_holds_across_workers(

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 
@@ -35,10 +35,16 @@ log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, 
 SWITCH_INTERVAL_S = 0.001  # see Worker.run
 
 
-def group_slot_lease_ms(registry: TaskRegistry) -> int:
-    """A group slot's lease: the longest lease of the worker's tasks, so that a slot never lapses before the
-    lease of the job holding it (both are renewed together)."""
-    return int(max((t.visibility_timeout for t in registry.all()), default=30.0) * 1000)
+def group_slot_lease_ms(registry: TaskRegistry) -> Callable[[str], int]:
+    """A group slot's first lease: the longest lease of the group's tasks in the registry (of every task, for
+    a group only jobs name), so that it rarely needs renewing before its job runs (worker/groups.py)."""
+    longest = max((t.visibility_timeout for t in registry.all()), default=30.0)
+
+    def lease_ms(group: str) -> int:
+        of_group = [t.visibility_timeout for t in registry.all() if t.group == group]
+        return int((max(of_group) if of_group else longest) * 1000)
+
+    return lease_ms
 
 
 class Worker:

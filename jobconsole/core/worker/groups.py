@@ -22,13 +22,18 @@ class GroupClaims:
     does not ask a full group again at every claim (a release, or the time it named, makes it ask again)."""
 
     def __init__(
-        self, store: Store, identity: WorkerIdentity, running: dict[str, RunningJob], start: Starter, *, lease_ms: int
-    ) -> None:
+        self, store: Store, identity: WorkerIdentity, running: dict[str, RunningJob], start: Starter,
+        *, lease_ms: Callable[[str], int],
+    ) -> None:  # fmt: skip
         self._store = store
         self._identity = identity
         self._running = running
         self._start = start
-        self.lease_ms = lease_ms  # a slot's lease: the longest of the worker's task leases, renewed with them
+        # A slot's first lease, before its job is known: the longest lease of the group's tasks here. Once the
+        # job runs, the slot's lease follows the job's (renewed right after the claim when the job's is longer,
+        # then with every heartbeat), so a slot never lapses before its job's lease and outlives a dead
+        # worker's job by little.
+        self.lease_ms = lease_ms
         self._full_until: dict[str, float] = {}  # group -> monotonic time to ask again
         self.retry_at_ms = -1  # Redis ms when a rate-limited group allows its next start (-1: none)
 
@@ -43,7 +48,7 @@ class GroupClaims:
                 continue
             want = free - started
             grant = self._store.group_acquire(
-                group, want, holder=self._identity.id, lease_ms=self.lease_ms, queue=queue
+                group, want, holder=self._identity.id, lease_ms=self.lease_ms(group), queue=queue
             )
             if len(grant.tokens) < want:
                 wait_s = (grant.retry_at_ms - grant.now_ms) / 1000 if grant.retry_at_ms >= 0 else RECHECK_S
@@ -63,14 +68,19 @@ class GroupClaims:
             raise
         started = 0
         dropped: list[str] = []
+        longer: list[RunningJob] = []  # jobs whose lease outlasts their slot's first lease
         for lease, token in zip(claimed.leases, tokens, strict=False):
             job = self._start(queue, lease, sent, claimed.now_ms)
             held = self._running.get(lease.id)
             if held is not None:
                 held.slot = (group, token)
                 started += job is not None
+                if lease.lease_ms > self.lease_ms(group):
+                    longer.append(held)
             else:  # dropped at once (no such task here): its slot is free again
                 dropped.append(token)
+        if longer:
+            self._store.run_many(self.renew_calls(longer))
         if dropped:
             self.release(group, dropped, unused=False)
         if len(claimed.leases) < len(tokens):  # no job for these (another worker was faster): no start counted
@@ -101,12 +111,12 @@ class GroupClaims:
             self._store.wake(queues)
 
     def renew_calls(self, jobs: list[RunningJob]) -> list[Call[int]]:
-        """The calls extending the slots of running jobs (with their heartbeats)."""
-        by_group: dict[str, list[str]] = {}
+        """The calls extending the slots of running jobs by their jobs' leases (with their heartbeats)."""
+        by_lease: dict[tuple[str, int], list[str]] = {}
         for job in jobs:
             if job.slot is not None:
-                by_group.setdefault(job.slot[0], []).append(job.slot[1])
-        return [self._store.group_renew_call(g, t, lease_ms=self.lease_ms) for g, t in by_group.items()]
+                by_lease.setdefault((job.slot[0], int(job.lease_s * 1000)), []).append(job.slot[1])
+        return [self._store.group_renew_call(g, t, lease_ms=ms) for (g, ms), t in by_lease.items()]
 
     def unblock(self) -> None:
         """A wake-up came: a group found full may have a free slot now."""
