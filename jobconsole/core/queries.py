@@ -377,7 +377,9 @@ class Queries:
             raise InvalidJob(f"limit must be from 1 to {PAGE_MAX}; got {limit}")
         self.store.drain(queue)
         k = queue_keys(queue)
-        key = _state_key(k, state)
+        sets = [_state_key(k, state)]
+        if state is JobState.QUEUED:  # and the jobs held for a concurrency group's slot, scored alike
+            sets += [k.held(group) for group in sorted(cast(set[str], self.redis.smembers(k.groups)))]
         desc = state.is_terminal if newest_first is None else newest_first
         after = _decode_cursor(cursor) if cursor else None
         found: list[Job] = []
@@ -385,7 +387,7 @@ class Queries:
         offset = 0
         while True:
             fetch = limit + 1 - len(found)
-            batch = self._range_after(key, after, desc, offset, fetch)
+            batch = self._range_after_in(sets, after, desc, offset, fetch)
             if not batch:
                 return JobPage(found, None)
             fresh = [
@@ -405,6 +407,16 @@ class Queries:
                 after = (fresh[-1][1], fresh[-1][0])
             if len(batch) < fetch:
                 return JobPage(found, None)
+
+    def _range_after_in(
+        self, keys_: list[str], after: tuple[float, str] | None, desc: bool, offset: int, count: int
+    ) -> list[tuple[str, float]]:
+        """`_range_after` over several sets, merged by score (the ready set and its held sets)."""
+        if len(keys_) == 1:
+            return self._range_after(keys_[0], after, desc, offset, count)
+        merged = [item for key in keys_ for item in self._range_after(key, after, desc, offset, count)]
+        merged.sort(key=lambda item: (item[1], item[0]), reverse=desc)
+        return merged[:count]
 
     def _range_after(
         self, key: str, after: tuple[float, str] | None, desc: bool, offset: int, count: int

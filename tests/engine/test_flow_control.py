@@ -297,3 +297,22 @@ def test_strict_order_serves_a_later_queue_only_with_slots_to_spare_and_weights_
     with worker_in_thread(r, registry, ["qa", "qb"], concurrency=1, queue_weights={"qa": 1, "qb": 1}):
         wait_for(lambda: client.counts("qa").completed >= 90, 10)
         assert client.counts("qb").completed >= 70  # weighted: both advance together
+
+
+def test_held_jobs_are_listed_with_the_queued_ones_in_claim_order(r: "redis.Redis", client: Client) -> None:
+    client.define_group(Group("ext", connections=1))
+    ids = []
+    for n in range(6):
+        ids.append(client.enqueue("ext.call" if n % 2 else "plain").id)
+    leased = claim(r, "q", 2)  # two plain jobs leased; the group's job between them held aside
+    assert [lease.id for lease in leased] == [ids[0], ids[2]] and r.zrange(queue_keys("q").held("ext"), 0, -1) == [
+        ids[1]
+    ]
+    listed, cursor = [], None
+    while True:
+        page = client.queries.jobs("q", JobState.QUEUED, cursor=cursor, limit=2)
+        listed += [job.id for job in page.jobs]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert listed == [ids[1], ids[3], ids[4], ids[5]] and client.counts("q").queued == 4
