@@ -6,6 +6,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 import redis
@@ -316,3 +317,29 @@ def test_held_jobs_are_listed_with_the_queued_ones_in_claim_order(r: "redis.Redi
             break
         cursor = page.next_cursor
     assert listed == [ids[1], ids[3], ids[4], ids[5]] and client.counts("q").queued == 4
+
+
+def test_a_claim_whose_reply_is_lost_between_the_two_steps_loses_no_job_and_leaks_no_slot(
+    r: "redis.Redis", client: Client, registry: TaskRegistry, meter: Meter
+) -> None:
+    """The slot was taken and claim_group ran, but its reply never came back (a connection cut): the jobs it
+    leased go back unstarted (release_orphans), the slots with them, and the limit holds throughout."""
+    client.define_group(Group("ext", connections=2))
+    ids = [client.enqueue("ext.call", {"seconds": 0.05}).id for _ in range(6)]
+    with worker_in_thread(r, registry, ["q"], concurrency=3) as worker:
+        original = worker.store.run
+        cut = {"left": 2}
+
+        def run_losing_replies(call: Any, **kw: Any) -> Any:
+            reply = original(call, **kw)
+            if call.script == "claim_group" and cut["left"]:
+                cut["left"] -= 1
+                raise redis.ConnectionError("reply lost")
+            return reply
+
+        worker.store.run = run_losing_replies  # type: ignore[method-assign]
+        wait_for(lambda: meter.done == 6, 15)
+        assert cut["left"] == 0
+    assert meter.peak <= 2
+    assert all(client.get(i).state is JobState.COMPLETED and client.get(i).attempts == 1 for i in ids)
+    assert r.zcount(group_keys("ext").slots, Store(r).time_ms(), "+inf") == 0
