@@ -495,6 +495,7 @@ def add_baseline(ref: str) -> list[str]:
     tree = VAR / f"baseline-{sha}"
     if not tree.exists():
         # Unpacked beside it and renamed, so that an interrupted unpack is never taken for a whole tree.
+        VAR.mkdir(parents=True, exist_ok=True)  # --no-setup: the peers' set-up has not made it
         partial = Path(tempfile.mkdtemp(prefix=f"baseline-{sha}-", dir=VAR))
         archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
