@@ -6,14 +6,15 @@ row named like a settings schedule is ignored (settings win; the admin refuses s
 """
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from jobconsole import audit
-from jobconsole.conf import get_config, periodic_config, schedule_from_settings
+from jobconsole.conf import periodic_config, schedule_from_settings
 from jobconsole.core import EnqueueResult
 from jobconsole.core.periodic import Schedule, Scheduler, enqueue_now, read_records
 from jobconsole.engine import get_client
@@ -38,8 +39,11 @@ def settings_schedules() -> list[Schedule]:
 
 def all_schedules() -> list[Schedule]:
     """Every schedule, settings first, then the database rows by name; an invalid row is logged and left out."""
-    schedules = settings_schedules()
-    taken = {s.name for s in schedules}
+    return settings_schedules() + _database_schedules(set(periodic_config()["SCHEDULES"]))
+
+
+def _database_schedules(taken: set[str]) -> list[Schedule]:
+    schedules: list[Schedule] = []
     for row in PeriodicSchedule.objects.all():
         if row.name in taken:
             log.warning("periodic: database schedule %s ignored: the settings define one of that name", row.name)
@@ -51,10 +55,24 @@ def all_schedules() -> list[Schedule]:
     return schedules
 
 
-def _scheduler_source() -> list[Schedule]:
-    # Called on the scheduler's thread every pass: a connection the database closed meanwhile is replaced.
-    close_old_connections()
-    return all_schedules()
+class _SchedulerSource:
+    """What the scheduler reads every pass. A worker runs without its database (runworker needs only Redis):
+    then the settings' schedules still fire, the database's wait for it (their missed slots then follow
+    their misfire policy), and the problem is logged once a minute, not every pass."""
+
+    def __init__(self) -> None:
+        self._warned_at = 0.0
+
+    def __call__(self) -> list[Schedule]:
+        schedules = settings_schedules()
+        close_old_connections()  # on the scheduler's thread: a connection the database closed is replaced
+        try:
+            return schedules + _database_schedules({s.name for s in schedules})
+        except DatabaseError as exc:
+            if time.monotonic() - self._warned_at > 60:
+                self._warned_at = time.monotonic()
+                log.warning("periodic: database schedules unavailable (%s); firing the settings' only", exc)
+            return schedules
 
 
 def build_scheduler() -> Scheduler:
@@ -62,14 +80,10 @@ def build_scheduler() -> Scheduler:
     config = periodic_config()
     return Scheduler(
         get_client(),
-        _scheduler_source,
+        _SchedulerSource(),
         interval=config["INTERVAL"],
         misfire_grace=config["MISFIRE_GRACE"],
     )
-
-
-def in_worker() -> bool:
-    return get_config()["PERIODIC"]["IN_WORKER"]
 
 
 @dataclass(frozen=True)
