@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 RETRYABLE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 MIN_EVERY_SECONDS = 1.0
+FIRED_KEPT = 1000
 
 
 class Misfire(StrEnum):
@@ -169,7 +171,7 @@ class Scheduler:
         self.use_lock = use_lock  # off only in tests that race schedulers without it
         self.max_fires_per_pass = max_fires_per_pass
         self.token = uuid.uuid4().hex
-        self.fired: list[Fired] = []  # everything this instance fired (tests, logs)
+        self.fired: deque[Fired] = deque(maxlen=FIRED_KEPT)  # what this instance fired lately (tests, logs)
 
     def is_leader(self) -> bool:
         return not self.use_lock or self.store.acquire_lock("scheduler", self.token, self.lock_ttl_ms)
@@ -196,7 +198,7 @@ class Scheduler:
                 raise
             except Exception:
                 log.exception("scheduler: schedule %s failed this pass", schedule.name)
-        self.fired += fired
+        self.fired.extend(fired)
         return fired
 
     def _step_schedule(self, schedule: Schedule, record: SlotRecord, now_ms: int) -> list[Fired]:
