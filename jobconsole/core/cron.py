@@ -13,7 +13,7 @@ repeats fires once, at its first occurrence.
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -159,5 +159,11 @@ class CronExpression:
 
 
 def zone_named(name: str) -> tzinfo:
-    """A time zone by IANA name; "UTC" (the default everywhere) without the tz database."""
-    return UTC if name.upper() == "UTC" else ZoneInfo(name)
+    """A time zone by IANA name; "UTC" (the default everywhere) without the tz database. ValueError when
+    there is no such zone."""
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):  # a missing zone is a KeyError; a malformed name a ValueError
+        raise ValueError(f"unknown time zone {name!r}") from None

@@ -70,6 +70,8 @@ def test_a_model_row_is_validated(with_schedules: Any) -> None:
         PeriodicSchedule(name="nightly", task="examples.echo", cron="@daily").full_clean()
     with pytest.raises(ValidationError, match="minute"):
         PeriodicSchedule(name="y", task="examples.echo", cron="99 * * * *").full_clean()
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        PeriodicSchedule(name="z", task="examples.echo", cron="@daily", timezone="Mars/Olympus").full_clean()
 
 
 def test_the_schedules_page_lists_both_kinds_with_their_next_runs(with_schedules: Any) -> None:

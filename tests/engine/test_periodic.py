@@ -64,6 +64,20 @@ def test_with_the_leader_lock_one_scheduler_does_the_work(r: "redis.Redis", clie
     assert len(client.job_ids("q", JobState.QUEUED, 100)) == len(fired)
 
 
+def test_a_scheduler_that_stalled_after_reading_cannot_fire_the_slot_again(r: "redis.Redis", client: Client) -> None:
+    # A leader reads the records, stalls past its lock's TTL; another takes over and fires the slot; the first
+    # wakes up and goes on with what it read.
+    stalled, successor = Scheduler(client, [EVERY_SECOND]), Scheduler(client, [EVERY_SECOND], use_lock=False)
+    wait_for_next_second(r)
+    stalled.step()  # first sight
+    time.sleep(1.1)  # one slot falls due
+    seen = read_records(client, ["tick"])["tick"]
+    seen_at = client.store.time_ms()
+    [fired] = successor.step()
+    assert stalled._step_schedule(EVERY_SECOND, seen, seen_at) == []  # its compare-and-set is refused
+    assert client.job_ids("q", JobState.QUEUED) == [fired.job_id]
+
+
 def test_a_new_schedule_fires_nothing_in_the_past_and_nothing_early(r: "redis.Redis", client: Client) -> None:
     scheduler = Scheduler(client, [Schedule(name="m", task="t.ok", cron="* * * * *")])
     assert scheduler.step() == []  # first sight: its first slot is the next minute
@@ -107,12 +121,13 @@ def test_run_once_fires_one_job_for_all_missed_slots(r: "redis.Redis", client: C
 
 def test_a_disabled_schedule_lets_its_slots_pass(r: "redis.Redis", client: Client) -> None:
     off = Schedule(name="s", task="t.ok", every=1, enabled=False, misfire=Misfire.RUN_ONCE)
-    scheduler = Scheduler(client, [off])
+    scheduler = Scheduler(client, [off], use_lock=False)
+    wait_for_next_second(r)
     scheduler.step()
     time.sleep(2.1)
     assert scheduler.step() == []
     on = Schedule(name="s", task="t.ok", every=1, misfire=Misfire.RUN_ONCE)
-    assert Scheduler(client, [on]).step() == []  # enabling it fires no backlog
+    assert Scheduler(client, [on], use_lock=False).step() == []  # enabling it fires no backlog
     assert client.job_ids("q", JobState.QUEUED) == []
 
 
