@@ -127,8 +127,12 @@ def test_a_disabled_schedule_lets_its_slots_pass(r: "redis.Redis", client: Clien
     time.sleep(2.1)
     assert scheduler.step() == []
     on = Schedule(name="s", task="t.ok", every=1, misfire=Misfire.RUN_ONCE)
-    assert Scheduler(client, [on], use_lock=False).step() == []  # enabling it fires no backlog
+    enabled = Scheduler(client, [on], use_lock=False)
+    assert enabled.step() == []  # enabling it fires no backlog
     assert client.job_ids("q", JobState.QUEUED) == []
+    time.sleep(1.0)
+    [fired] = enabled.step()  # then its next slot
+    assert not fired.late
 
 
 def test_a_slot_whose_scheduler_died_before_the_enqueue_is_repaired_once(r: "redis.Redis", client: Client) -> None:
