@@ -279,8 +279,9 @@ class Scheduler:
         return Fired(schedule.name, slot_ms, job_id, result.status, late)
 
     def run(self, stop: threading.Event) -> None:
-        """Loop until `stop` is set, waking at the next second boundary (slots are whole seconds or minutes),
-        so a slot fires within a few milliseconds of its time. Redis outages are logged and waited out."""
+        """Loop until `stop` is set. With an interval of 1 s (the default) a pass starts just after each second
+        by this host's clock (slots are whole seconds or minutes), so a slot fires within a few milliseconds of
+        its time; whether it is due is Redis's clock's to say. Redis outages are logged and waited out."""
         try:
             while not stop.is_set():
                 try:
