@@ -3,7 +3,8 @@
 Looking needs the view permission of jobs (or their operate permission), as the admin's list does: a staff
 account without it sees nothing (superusers have every permission); acting
 needs `operate_<kind>` (retry, cancel, edit, resubmit, pause) and deleting needs `purge_<kind>`, where kind is
-job, deadletter or queue. Views check on the server; templates hide what the user may not do (`can`).
+job, deadletter, queue or periodicschedule (enable, disable, run now). Views check on the server; templates
+hide what the user may not do (`can`).
 """
 
 from collections.abc import Callable
@@ -15,8 +16,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
-Kind = Literal["job", "deadletter", "queue"]
-KINDS: tuple[Kind, ...] = ("job", "deadletter", "queue")
+Kind = Literal["job", "deadletter", "queue", "periodicschedule"]
+KINDS: tuple[Kind, ...] = ("job", "deadletter", "queue", "periodicschedule")
 
 type View = Callable[..., HttpResponseBase]
 # request.user: a User (with is_staff and has_perm) or an AnonymousUser; django-stubs types it as neither.

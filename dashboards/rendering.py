@@ -15,6 +15,7 @@ NAVIGATION = [
     ("jobs", "Jobs", "dashboards:jobs"),
     ("running", "Running", "dashboards:running"),
     ("scheduled", "Scheduled", "dashboards:scheduled"),
+    ("schedules", "Schedules", "dashboards:schedules"),
     ("dead", "Dead letters", "dashboards:dead_letters"),
     ("workers", "Workers", "dashboards:workers"),
     ("flow", "Flow control", "dashboards:flow"),

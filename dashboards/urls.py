@@ -12,6 +12,7 @@ from dashboards.views import (
     queues,
     running,
     scheduled,
+    schedules,
     tasks,
     workers,
 )
@@ -31,6 +32,8 @@ urlpatterns = [
     path("jobs/<str:job_id>/edit", job.job_edit, name="job_edit"),
     path("running/", running.running, name="running"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),
+    path("schedules/", schedules.schedule_list, name="schedules"),
+    path("schedules/<str:name>/action", schedules.schedule_action, name="schedule_action"),
     path("dead/", dead_letters.dead_letter_list, name="dead_letters"),
     re_path(r"^dead/export\.(?P<fmt>csv|json)$", dead_letters.dead_letter_export, name="dead_letters_export"),
     path("workers/", workers.worker_list, name="workers"),

@@ -2,7 +2,7 @@
 
 jobconsole.E001  JOBCONSOLE is not a dict
 jobconsole.E002  an unknown key (at the top or in a group such as MIRROR)
-jobconsole.E003  a value of the wrong type
+jobconsole.E003  a value of the wrong type (or a PERIODIC.SCHEDULES entry that is no valid schedule)
 jobconsole.E004  an environment variable that cannot be read as its setting's type
 """
 

@@ -6,7 +6,8 @@ A project sets them in its settings module as a dict, e.g.
 
 Precedence, highest first: a key in settings.JOBCONSOLE, then the setting's environment variable (where
 it has one, see SETTINGS), then the default. The groups MIRROR, RETENTION, DB_RETENTION, OUTBOX, METRICS,
-HEALTH, BULK and API merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other MIRROR defaults.
+HEALTH, BULK, API and PERIODIC merge key by key, so {"MIRROR": {"BATCH": 500}} changes BATCH and keeps the other
+MIRROR defaults.
 
 The values are read once per process (get_config() is cached; a change of settings.JOBCONSOLE through
 Django's setting_changed signal, as tests make, clears the cache). Unknown keys, wrong types and
@@ -30,6 +31,7 @@ from jobconsole.core.client import DEFAULT_SPIN_US
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.groups import Group
 from jobconsole.core.maintenance import Retention
+from jobconsole.core.periodic import Schedule
 from jobconsole.core.roles import check_name
 
 DAY = 86_400
@@ -113,6 +115,32 @@ def _queue_limits_problem(value: Mapping[str, Any]) -> str | None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             return f"the limit of queue {queue!r} must be a whole number of at least 1, not {limit!r}"
     return None
+
+
+def _schedules_check(value: Any) -> str | None:
+    """PERIODIC.SCHEDULES: {name: {task, cron or every, ...}}, each one a valid engine Schedule."""
+    for name, spec in value.items():
+        if not isinstance(spec, Mapping):
+            return f"schedule {name!r} must be a dict, not {type(spec).__name__}"
+        unknown = set(spec) - set(SCHEDULE_FIELDS)
+        if unknown:
+            return f"schedule {name!r}: unknown keys {sorted(unknown)}; known: {', '.join(SCHEDULE_FIELDS)}"
+        try:
+            schedule_from_settings(name, spec)
+        except (ValueError, TypeError, KeyError) as exc:  # CronError and an unknown time zone are ValueErrors
+            return f"schedule {name!r}: {exc}"
+    return None
+
+
+SCHEDULE_FIELDS = ("task", "params", "cron", "every", "queue", "priority", "enabled", "misfire", "timezone")
+
+
+def schedule_from_settings(name: str, spec: Mapping[str, Any]) -> Schedule:
+    """One entry of PERIODIC.SCHEDULES as the engine's Schedule."""
+    fields = {key: spec[key] for key in SCHEDULE_FIELDS if key in spec}
+    if "every" in fields:
+        fields["every"] = float(fields["every"])
+    return Schedule(name=name, origin="settings", **fields)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -252,6 +280,25 @@ SETTINGS: tuple[Setting, ...] = (
         "a resubmit or purge by the API over more dead letters than this runs as a tracked bulk operation",
     ),
     Setting("API.IDEMPOTENCY_TTL", float(DAY), "seconds an Idempotency-Key's first response is kept for its replays"),
+    Setting(
+        "PERIODIC.SCHEDULES",
+        {},
+        "periodic jobs: {name: {task, cron or every (seconds), params, queue, priority, enabled, misfire, timezone}}",
+        kind=dict,
+        check=_schedules_check,
+    ),
+    Setting(
+        "PERIODIC.IN_WORKER",
+        True,
+        "runworker also runs the periodic scheduler in a thread (one leader among all processes)",
+        env="JOBCONSOLE_PERIODIC_IN_WORKER",
+    ),
+    Setting("PERIODIC.INTERVAL", 1.0, "seconds between the scheduler's passes"),
+    Setting(
+        "PERIODIC.MISFIRE_GRACE",
+        60.0,
+        "seconds late a slot may still fire as itself; older missed slots follow their schedule's misfire policy",
+    ),
     Setting("API.RETRY_AFTER", 5, "seconds the Retry-After header of a 503 (Redis unreachable) asks clients to wait"),
 )
 
@@ -316,6 +363,13 @@ class ApiConfig(TypedDict):
     RETRY_AFTER: int
 
 
+class PeriodicConfig(TypedDict):
+    SCHEDULES: dict[str, dict[str, Any]]
+    IN_WORKER: bool
+    INTERVAL: float
+    MISFIRE_GRACE: float
+
+
 class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
@@ -336,6 +390,7 @@ class Config(TypedDict):
     HEALTH: HealthConfig
     BULK: BulkConfig
     API: ApiConfig
+    PERIODIC: PeriodicConfig
 
 
 def _is_kind(value: object, kind: Kind) -> bool:
@@ -474,6 +529,10 @@ def bulk_config() -> BulkConfig:
 
 def api_config() -> ApiConfig:
     return get_config()["API"]
+
+
+def periodic_config() -> PeriodicConfig:
+    return get_config()["PERIODIC"]
 
 
 def retention() -> Retention:

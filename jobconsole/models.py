@@ -12,8 +12,11 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from jobconsole.conf import periodic_config
+from jobconsole.core.periodic import Misfire, Schedule
 from jobconsole.core.states import JobState
 
 STATE_CHOICES = [(s.value, s.value) for s in JobState]
@@ -416,3 +419,59 @@ def _loads(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+class PeriodicSchedule(models.Model):
+    """A periodic job defined in the database (admin, console). The scheduler reads these rows every pass,
+    besides the ones in JOBCONSOLE["PERIODIC"]["SCHEDULES"]; what it fired last lives in Redis."""
+
+    MISFIRE_CHOICES = [("skip", "skip missed slots"), ("run_once", "run once for all missed slots")]
+
+    name = models.CharField(max_length=100, unique=True, help_text="letters, digits, '_', '.', '-'")
+    task = models.CharField(max_length=200)
+    params = models.JSONField(default=dict, blank=True, help_text="the task's parameters (a JSON object)")
+    cron = models.CharField(
+        max_length=200, blank=True, default="", help_text="5-field cron or a macro (@hourly, @daily, ...)"
+    )
+    every_seconds = models.FloatField(null=True, blank=True, help_text="a fixed interval instead of cron")
+    queue = models.CharField(max_length=100, blank=True, default="", help_text="empty: the task's queue")
+    priority = models.IntegerField(null=True, blank=True, help_text="empty: the task's priority")
+    enabled = models.BooleanField(default=True)
+    misfire = models.CharField(max_length=16, choices=MISFIRE_CHOICES, default="skip")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA zone the cron fields are read in")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "periodic schedule"
+        permissions = [("operate_periodicschedule", "Can enable, disable and run periodic schedules now")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_schedule(self) -> Schedule:
+        """The engine's Schedule; ValueError when the row is not a valid one."""
+        return Schedule(
+            name=self.name,
+            task=self.task,
+            params=self.params if isinstance(self.params, dict) else {},
+            cron=self.cron.strip(),
+            every=self.every_seconds,
+            queue=self.queue or None,
+            priority=self.priority,
+            enabled=self.enabled,
+            misfire=Misfire(self.misfire),
+            timezone=self.timezone or "UTC",
+            origin="database",
+        )
+
+    def clean(self) -> None:
+        if self.name in periodic_config()["SCHEDULES"]:
+            raise ValidationError({"name": "a schedule of this name is defined in the settings"})
+        if not isinstance(self.params, dict):
+            raise ValidationError({"params": "must be a JSON object"})
+        try:
+            self.to_schedule()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc

@@ -4,6 +4,7 @@ Ids made together are monotonic ULIDs (the spec's rule for one millisecond): one
 prefix, then a random 30-bit counter that goes up by one per id. That keeps a batch in creation order and
 costs a few table look-ups per id instead of a base32 encoding of 128 random bits each."""
 
+import hashlib
 import os
 import time
 from itertools import product
@@ -41,6 +42,15 @@ def new_job_ids(count: int) -> list[str]:
         prefix + pairs[(value >> 20) & 1023] + pairs[(value >> 10) & 1023] + pairs[value & 1023]
         for value in range(counter, counter + count)
     ]
+
+
+def slot_job_id(schedule: str, slot_ms: int) -> str:
+    """The one id a periodic schedule's slot fires under: a ULID of the slot's millisecond and 80 bits of a
+    hash of the schedule's name and slot, so every scheduler that fires the slot makes the same id (and the
+    enqueue script, idempotent by id, takes it once)."""
+    digest = hashlib.sha256(f"{schedule}\x00{slot_ms}".encode()).digest()
+    value = (slot_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(digest[:10])
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def check_job_id(value: object) -> str:

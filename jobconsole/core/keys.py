@@ -143,7 +143,14 @@ def group_keys(group: str) -> GroupKeys:
 # The database mirror's leader lock; it reads each queue's events stream through one consumer group.
 MIRROR_LOCK = f"{PREFIX}:{{meta}}:lock:mirror"
 MIRROR_GROUP = "jc-mirror"
-LOCKS = {"maintenance": MAINTENANCE_LOCK, "mirror": MIRROR_LOCK}
+# Periodic jobs (core/periodic.py): the scheduler leader's lock, and per schedule name the instant every slot
+# up to which has been handled (fired or skipped), the slot claimed but whose enqueue is not yet confirmed,
+# and the last job fired. One hash tag, so periodic.lua's keys share a cluster slot.
+SCHEDULER_LOCK = f"{PREFIX}:{{meta}}:lock:scheduler"
+PERIODIC_HANDLED = f"{PREFIX}:{{sched}}:handled"  # HASH name -> ms: every slot at or before it is handled
+PERIODIC_PENDING = f"{PREFIX}:{{sched}}:pending"  # HASH name -> "<job id>|<slot ms>|<claimed at ms>"
+PERIODIC_LAST = f"{PREFIX}:{{sched}}:last"  # HASH name -> "<slot ms>|<job id>|<fired at ms>"
+LOCKS = {"maintenance": MAINTENANCE_LOCK, "mirror": MIRROR_LOCK, "scheduler": SCHEDULER_LOCK}
 
 
 # Counter the mirror leader increments with every read and records in the database: a value not above the

@@ -97,3 +97,16 @@ class Handed(NamedTuple):
 
     queue: str
     lease: Lease | None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRecord:
+    """One periodic schedule's bookkeeping in Redis (periodic.lua)."""
+
+    handled_ms: int | None  # every slot at or before this instant is handled (fired or skipped); None: new
+    pending_job: str = ""  # a job claimed for a slot whose enqueue is not confirmed yet ...
+    pending_slot_ms: int = 0  # ... for this slot ...
+    pending_since_ms: int = 0  # ... since when
+    last_slot_ms: int | None = None  # the last job fired: its slot, id and when
+    last_job: str = ""
+    last_fired_ms: int | None = None

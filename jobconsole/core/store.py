@@ -26,6 +26,7 @@ from jobconsole.core.results import (
     Handed,
     Recovered,
     SlotGrant,
+    SlotRecord,
     decode_lease,
 )
 from jobconsole.core.scripts import Arg
@@ -452,6 +453,46 @@ class Store:
         if gone:
             self.redis.zrem(keys.WORKERS, *gone)
         return gone
+
+    # --- periodic jobs (periodic.py, periodic.lua) --------------------------------------------------
+
+    def _periodic(self, op: str, name: str, *args: Arg) -> Call[Any]:
+        periodic_keys = [keys.PERIODIC_HANDLED, keys.PERIODIC_PENDING, keys.PERIODIC_LAST]
+        return Call("periodic", periodic_keys, [op, name, *args], lambda r: r)
+
+    def periodic_advance(self, name: str, *, expected_ms: int | None, new_ms: int, job_id: str, slot_ms: int) -> str:
+        """Move a schedule's handled mark by compare-and-set: 'ok', 'stale' or 'early' (see periodic.lua)."""
+        expected = "" if expected_ms is None else expected_ms
+        return _str(self.run(self._periodic("advance", name, expected, new_ms, job_id, slot_ms)))
+
+    def periodic_confirm(self, name: str, job_id: str) -> bool:
+        return _bool(self.run(self._periodic("confirm", name, job_id)))
+
+    def periodic_forget(self, name: str) -> None:
+        self.run(self._periodic("forget", name))
+
+    def periodic_records(self, names: Sequence[str]) -> dict[str, SlotRecord]:
+        """Each schedule's bookkeeping, in one round trip."""
+        if not names:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for key in (keys.PERIODIC_HANDLED, keys.PERIODIC_PENDING, keys.PERIODIC_LAST):
+            pipe.hmget(key, list(names))
+        handled, pending, last = pipe.execute()
+        records: dict[str, SlotRecord] = {}
+        for name, handled_ms, pending_value, last_value in zip(names, handled, pending, last, strict=True):
+            pending_job, pending_slot, since = (pending_value or "||").split("|", 2)
+            last_slot, last_job, fired = (last_value or "||").split("|", 2)
+            records[name] = SlotRecord(
+                handled_ms=int(handled_ms) if handled_ms else None,
+                pending_job=pending_job,
+                pending_slot_ms=int(pending_slot) if pending_slot else 0,
+                pending_since_ms=int(since) if since else 0,
+                last_slot_ms=int(last_slot) if last_slot else None,
+                last_job=last_job,
+                last_fired_ms=int(fired) if fired else None,
+            )
+        return records
 
     # --- the database mirror's feed (feed.py) -------------------------------------------------------
 

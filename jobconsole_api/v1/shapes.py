@@ -146,6 +146,25 @@ SCHEMAS: dict[str, Schema] = {
         },
         ("name", "paused"),
     ),
+    "Schedule": obj(
+        {
+            "name": TEXT,
+            "origin": string("where it is defined: settings (read-only here) or database"),
+            "task": TEXT,
+            "params": any_object(),
+            "cron": nullable(string("5-field cron or a macro, read in the schedule's time zone")),
+            "every_seconds": nullable(number("a fixed interval instead of cron")),
+            "queue": nullable(string("null: the task's queue")),
+            "priority": {"type": ["integer", "string", "null"], "description": "null: the task's priority"},
+            "enabled": boolean(),
+            "misfire": string("slots missed while no scheduler ran: skip, or run_once", enum=["skip", "run_once"]),
+            "timezone": TEXT,
+            "last_fired_at": nullable(string(format="date-time")),
+            "last_job_id": nullable(string()),
+            "next_runs": array(string(format="date-time"), "the next 5 slots (none while disabled)"),
+        },
+        ("name", "origin", "task", "enabled", "misfire", "next_runs"),
+    ),
     "Worker": obj(
         {
             "id": TEXT,

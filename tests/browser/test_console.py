@@ -26,7 +26,8 @@ from tests.browser.support import ConsoleUsers, LiveConsole, Proc, Visitor, Work
 # Every console page of the sidebar; more may come (each is checked), none of these may go.
 PAGES = {"/": "Overview", "/queues/": "Queues", "/jobs/": "Jobs", "/running/": "Running",
          "/scheduled/": "Scheduled", "/dead/": "Dead letters", "/workers/": "Workers", "/tasks/": "Tasks",
-         "/flow/": "Flow control", "/bulk/": "Bulk operations", "/audit/": "Audit log"}  # fmt: skip
+         "/flow/": "Flow control", "/schedules/": "Schedules", "/bulk/": "Bulk operations",
+         "/audit/": "Audit log"}  # fmt: skip
 CHARTS = ("chart-depth", "chart-throughput", "chart-wait", "chart-run")
 PHONE = {"width": 390, "height": 844}
 

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.checks import TAG
-from jobconsole.conf import bulk_config, get_config, mirror_config, retention
+from jobconsole.conf import bulk_config, get_config, mirror_config, periodic_config, retention
 from jobconsole.core import Worker, default_registry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
@@ -60,6 +60,9 @@ class Command(BaseCommand):
         parser.add_argument("--burst", action="store_true", help="exit when there is nothing to do")
         parser.add_argument("--no-maintenance", action="store_true", help="do not run the recoverer here")
         parser.add_argument("--no-mirror", action="store_true", help="do not run the database mirror here")
+        parser.add_argument(
+            "--no-scheduler", action="store_true", help="do not run the periodic scheduler here (nor in --burst)"
+        )
         parser.add_argument("--name", default=None, help="worker id (default host:pid:random)")
         parser.add_argument(
             "--no-system-worker", action="store_true", help=f"do not serve the system queue {SYSTEM_QUEUE} here"
@@ -127,6 +130,17 @@ class Command(BaseCommand):
             service = build_service(name=worker.id)  # the mirror and its leader's chores, in one thread
             mirror_thread = threading.Thread(target=service.run, args=(stop_mirror,), name="jc-mirror", daemon=True)
             mirror_thread.start()
+        # The periodic scheduler too: a lock makes one process its leader, and each slot fires once whatever
+        # the lock does (core/periodic.py). A burst worker is a one-off and fires nothing.
+        scheduler_thread: threading.Thread | None = None
+        if not options["no_scheduler"] and not options["burst"] and periodic_config()["IN_WORKER"]:
+            from jobconsole.periodic import build_scheduler
+
+            scheduler = build_scheduler()
+            scheduler_thread = threading.Thread(
+                target=scheduler.run, args=(stop_mirror,), name="jc-scheduler", daemon=True
+            )
+            scheduler_thread.start()
         system_thread: threading.Thread | None = None
         if system is not None:
             system_thread = threading.Thread(target=system.run, name="jc-system-worker", daemon=True)
@@ -141,3 +155,5 @@ class Command(BaseCommand):
             stop_mirror.set()
             if mirror_thread is not None:
                 mirror_thread.join(timeout=10)
+            if scheduler_thread is not None:
+                scheduler_thread.join(timeout=10)

@@ -16,7 +16,7 @@ from tests.redis_server import free_port
 pytestmark = pytest.mark.django_db
 
 ID = "01JCZ4Y1V6Q2J8M3N4P5R6S7T8"
-PATH_VALUES = {"job_id": ID, "queue": "apitest", "operation_id": "1", "group": "payments"}
+PATH_VALUES = {"job_id": ID, "queue": "apitest", "operation_id": "1", "group": "payments", "name": "nightly"}
 # A valid request body for each operation that takes one (any other gets none).
 BODIES: dict[str, Any] = {
     "submit_job": {"task": "apitest.add", "params": {"a": 1}},
