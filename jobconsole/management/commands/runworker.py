@@ -2,7 +2,8 @@
 
 Queues: those given with --queues, in claim order, or the queues of a worker role (--role: core/roles.py, set
 with Jobbers' POST /jobbers/queues/<role>); by default every registered task's queue (each installed
-app's tasks.py and TASK_MODULES), except the system queue. The system queue (`jobconsole.system`: bulk
+app's tasks.py and TASK_MODULES) and the QUEUES of a Jobconsole backend in Django's TASKS setting, except the
+system queue. The system queue (`jobconsole.system`: bulk
 operations) is served besides, always, by a small worker of its own in a thread of this process (BULK.CONCURRENCY
 threads), so a bulk operation neither waits behind the backlog of the other queues (a worker claims its queues in
 order, later ones only with slots to spare) nor takes their slots. --no-system-worker leaves it out.
@@ -20,6 +21,7 @@ from jobconsole.conf import bulk_config, get_config, mirror_config, retention
 from jobconsole.core import Worker, default_registry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
+from jobconsole.django_backend import served_queues
 from jobconsole.engine import get_redis
 
 
@@ -64,7 +66,7 @@ class Command(BaseCommand):
         queues = (
             [q for q in options["queues"].split(",") if q]
             or self.role_queues(options["role"])
-            or sorted({t.queue for t in default_registry.all()} - {SYSTEM_QUEUE})
+            or sorted(({t.queue for t in default_registry.all()} | served_queues()) - {SYSTEM_QUEUE})
         )
         if not queues:
             raise CommandError(
