@@ -25,10 +25,19 @@ def call_params(args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None) ->
     return {"args": list(args or ()), "kwargs": kwargs}
 
 
+# Engine tasks registered here: only these may be found registered again (another task of the name is an error).
+_call_tasks: set[str] = set()
+
+
 def register_call_task(name: str, runner: CallRunner, **options: Any) -> EngineTask:
     """Register `runner` as the engine task `name`, once: a module imported again (or a Django Task made again
-    by `.using()`) finds its task there already and keeps it."""
+    by `.using()`) finds its task there already and keeps it. ValueError when an engine task of its own
+    (`@jobconsole.core.task`) has the name."""
     existing = default_registry.find(name)
     if existing is not None:
+        if name not in _call_tasks:
+            raise ValueError(f"task {name!r} is already registered to {existing.func!r}")
         return existing
-    return default_registry.register(runner, name=name, **options)
+    registered = default_registry.register(runner, name=name, **options)
+    _call_tasks.add(name)
+    return registered

@@ -45,6 +45,11 @@ def mark(label: str) -> str:
     return label
 
 
+@task
+async def add_async(x: int, y: int) -> int:
+    return x + y
+
+
 @receiver(task_started)
 def _started(sender: type, task_result: TaskResult[..., Any], **kwargs: Any) -> None:
     _ledger(f"started {task_result.id} {task_result.status} {task_result.task.module_path} {os.getpid()}")

@@ -72,22 +72,25 @@ def test_django_tasks_run_by_runworker_and_read_back(
         added = django_tasks.add.enqueue(2, y=3)
         introspected = django_tasks.introspect.enqueue("ab", repeat=2)
         exploded = django_tasks.explode.enqueue("boom")
+        added_async = django_tasks.add_async.enqueue(4, 5)
     finally:
         task_enqueued.disconnect(on_enqueued)
-    assert [r.id for r in enqueued] == [added.id, introspected.id, exploded.id]
+    assert [r.id for r in enqueued] == [added.id, introspected.id, exploded.id, added_async.id]
     assert added.status == TaskResultStatus.READY and added.backend == "default"
     # A job like any other: its task is the module path, its params the call's arguments.
     job = client.get(added.id)
     assert (job.task, job.queue, job.params) == ("tests.django_tasks.add", "default", {"args": [2], "kwargs": {"y": 3}})
 
     start_worker(procs, redis_url, ledger, "default")
-    for result in (added, introspected, exploded):
+    for result in (added, introspected, exploded, added_async):
         wait_for(lambda result=result: finished(result), 30, f"{result.task.name} to finish", *procs.started)
 
     assert added.status == TaskResultStatus.SUCCESSFUL and added.return_value == 5
     assert added.worker_ids == ["w1"] and added.attempts == 1 and added.errors == []
     assert added.enqueued_at and added.started_at and added.finished_at
     assert added.enqueued_at <= added.started_at <= added.finished_at
+
+    assert added_async.return_value == 9  # an async def task, run to its end on a task thread
 
     fresh = django_tasks.introspect.get_result(introspected.id)
     assert fresh.status == TaskResultStatus.SUCCESSFUL
