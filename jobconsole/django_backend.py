@@ -85,18 +85,20 @@ class JobconsoleBackend(BaseTaskBackend):
         self._register(task)  # refuses a module path that cannot name an engine task
 
     def _register(self, task: AnyTask) -> None:
-        """Make the task runnable here: the engine task of its module path calls it (first one made wins: the
-        `@task` itself, before any `.using()` copy)."""
-        base = _django_tasks.setdefault(task.module_path, task)
-        backend_class = type(self)
+        """Make the task runnable here: the engine task of its module path calls it. The first one made is kept:
+        the `@task` itself, before any `.using()` copy (each enqueue validates its task again)."""
+        if task.module_path in _django_tasks:
+            return
+        backend_class, alias = type(self), self.alias
 
         def run(context: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
-            return run_django_task(base, backend_class, self.alias, context, args, kwargs)
+            return run_django_task(task, backend_class, alias, context, args, kwargs)
 
         try:
             register_call_task(task.module_path, run, queue=task.queue_name, **self.task_options)
         except (ValueError, TypeError) as exc:
             raise InvalidTask(f"{task.module_path}: {exc}") from exc
+        _django_tasks[task.module_path] = task
 
     def enqueue[**P, R](self, task: Task[P, R], args: Sequence[Any], kwargs: dict[str, Any]) -> TaskResult[P, R]:
         self.validate_task(task)
