@@ -2,6 +2,7 @@
 what get_result and AsyncResult answer for jobs that are not theirs or not there (tests/processes/
 test_django_tasks.py runs them on a real worker)."""
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,9 +12,14 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 
 from jobconsole.calls import register_call_task
 from jobconsole.celery import PENDING, AsyncResult, Celery, celery_priority
-from jobconsole.core import Client, JobState
+from jobconsole.core import Client, JobState, Worker, default_registry
 from jobconsole.django_backend import JobconsoleBackend, django_priority, engine_priority
 from tests import django_tasks
+
+
+@task(backend="retrying", queue_name="retrying")
+def always_fails(n: int) -> None:
+    raise KeyError(n)
 
 
 @pytest.fixture
@@ -82,3 +88,26 @@ def test_celery_results_of_unknown_ids_are_pending_and_task_ids_are_idempotent(c
     again = django_tasks.multiply.apply_async((9, 9), task_id="01J00000000000000000000001", countdown=30)
     assert isinstance(again, AsyncResult) and first.id == again.id
     assert client.get(first.id).params == {"args": [2, 2], "kwargs": {}}  # the first one stands
+
+
+def test_a_backend_s_options_retry_its_tasks_and_every_attempt_is_read_back(client: Client, r: Any) -> None:
+    result = always_fails.enqueue(7)
+    assert client.get(result.id).max_retries == 1  # OPTIONS: {"max_retries": 1, "retry_delay": 0}
+    Worker(r, ["retrying"], default_registry, concurrency=1, burst=True, burst_horizon=5, maintenance=False,
+           name="wr").run()  # fmt: skip
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 2 and result.worker_ids == ["wr", "wr"]
+    assert [e.exception_class for e in result.errors] == [KeyError, KeyError]
+    assert all("raise KeyError(n)" in e.traceback for e in result.errors)
+    assert result.started_at and result.last_attempted_at and result.finished_at
+    assert result.started_at < result.last_attempted_at < result.finished_at
+
+
+def test_the_async_api(client: Client) -> None:
+    async def enqueue_and_read() -> tuple[str, str]:
+        result = await django_tasks.add.aenqueue(1, 2)
+        read = await django_tasks.add.aget_result(result.id)
+        return result.id, read.id
+
+    enqueued, read = asyncio.run(enqueue_and_read())
+    assert enqueued == read and client.get(enqueued).params == {"args": [1, 2], "kwargs": {}}
