@@ -21,7 +21,7 @@ def fetch_status(self: CeleryTask[[str], int], url: str) -> int:
         with urllib.request.urlopen(url, timeout=10) as response:
             return int(response.status)
     except ConnectionError as exc:
-        self.retry(exc=exc, countdown=30)
+        raise self.retry(exc=exc, countdown=30) from exc
 
 
 @shared_task(queue="reports", autoretry_for=(TimeoutError,), retry_backoff=True, time_limit=300)

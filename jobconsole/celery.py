@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Concatenate, Literal, NoReturn, cast, overload
+from typing import Any, Concatenate, Literal, cast, overload
 
 from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import JobContext, JobNotFound, JobState, Retry
@@ -291,13 +291,18 @@ class CeleryTask[**P, R]:
         countdown: float | None = None,
         max_retries: int | None = None,
         **options: Any,
-    ) -> NoReturn:
-        """Retry the running job (an attempt used) after `countdown` seconds, or the task's retry delay. The
-        job keeps its arguments; once its retries are used up it is a dead letter."""
+    ) -> Retry:
+        """Retry the running job (an attempt used) after `countdown` seconds, or the task's retry delay: raises
+        the engine's Retry, or returns it with `throw=False`, so Celery's `raise self.retry(...)` reads the same.
+        The job keeps its arguments; once its retries are used up it is a dead letter."""
         if args is not None or kwargs is not None or max_retries is not None or eta is not None:
             raise TypeError(f"{self.name}: retry() with new args, kwargs, eta or max_retries is not supported")
         message = f"retry requested: {exc!r}" if exc is not None else "retry requested"
-        raise Retry(delay=countdown, message=message) from exc
+        retry = Retry(delay=countdown, message=message)
+        retry.__cause__ = exc
+        if throw:
+            raise retry
+        return retry
 
     def _check_arguments(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         """Celery's `typing=True`: arguments the function cannot take are refused before anything is sent."""

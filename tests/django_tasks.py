@@ -72,7 +72,7 @@ def multiply(x: int, y: int) -> int:
 def flaky(self: Any, succeed_on: int) -> dict[str, Any]:
     """Retries itself until its attempt `succeed_on` (1 = the first)."""
     if self.request.retries + 1 < succeed_on:
-        self.retry(countdown=0.1)
+        raise self.retry(countdown=0.1)
     return {"retries": self.request.retries, "id": self.request.id}
 
 
