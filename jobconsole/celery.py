@@ -26,8 +26,8 @@ What differs from Celery, on purpose:
   `shadow`, per-call time limits...) raise TypeError instead of being dropped silently.
 """
 
-import importlib
 import inspect
+import sys
 import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -189,7 +189,8 @@ class AsyncResult[R]:
 
 
 def _exception(job: Job) -> BaseException:
-    """The exception a failed job ended with, made again when its class is importable and takes a message."""
+    """The exception a failed job ended with, made again when its class is in a module this process has imported
+    already (a class path read from Redis never imports anything) and takes a message."""
     if job.state is JobState.CANCELLED:
         return TaskRevokedError(f"job {job.id} was cancelled")
     attempts = [a for a in job.history if a.error_class]
@@ -198,7 +199,7 @@ def _exception(job: Job) -> BaseException:
     last = attempts[-1]
     module, _, name = last.error_class.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module or "builtins"), name)
+        cls = getattr(sys.modules[module or "builtins"], name)
         if isinstance(cls, type) and issubclass(cls, Exception):
             return cls(last.message)
     except Exception:  # noqa: BLE001 - any class we cannot remake: the recorded description instead
