@@ -28,7 +28,6 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
-from django.utils.module_loading import import_string
 
 from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import Job, JobContext, JobNotFound, JobState
@@ -128,20 +127,15 @@ class JobconsoleBackend(BaseTaskBackend):
         except (JobNotFound, InvalidJob):
             raise TaskResultDoesNotExist(result_id) from None
         task = find_task(job.task)
-        if task is None:  # a job of an engine task, or of a Django task this process cannot import
+        if task is None:  # a job of an engine task, or of a Django task whose module this process never imported
             raise TaskResultDoesNotExist(result_id)
         return task_result(task, job, self.alias)
 
 
 def find_task(module_path: str) -> AnyTask | None:
-    """The Django Task of a module path: made here already, or importable (as Django's own pickling does)."""
-    if module_path in _django_tasks:
-        return _django_tasks[module_path]
-    try:
-        found = import_string(module_path)
-    except ImportError:
-        return None
-    return found if isinstance(found, Task) else None
+    """The Django Task of a module path, made in this process (its module imported: an app's tasks.py always
+    is, and `Task.get_result` has its task at hand). A task name read from Redis never imports anything."""
+    return _django_tasks.get(module_path)
 
 
 def task_result(task: AnyTask, job: Job, alias: str) -> AnyResult:
