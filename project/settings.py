@@ -194,3 +194,7 @@ JOBCONSOLE: dict[str, Any] = {}
 if "REDIS_URL" not in os.environ and (VAR_DIR / "redis.url").exists():
     # Shells beside `make run` (manage.py enqueue, shell) find its embedded Redis through this file.
     JOBCONSOLE["REDIS_URL"] = (VAR_DIR / "redis.url").read_text().strip()
+
+# Django's task framework (django.tasks): `@task` functions of any installed app's tasks.py enqueue into Jobconsole
+# and run on its workers (jobconsole/django_backend.py).
+TASKS = {"default": {"BACKEND": "jobconsole.django_backend.JobconsoleBackend"}}

@@ -1,11 +1,12 @@
 """python manage.py runworker --queues a,b | --role R --concurrency N [--max-tasks M] [--burst]
 
-Queues: those given with --queues, in claim order, or the queues of a worker role (--role: core/roles.py, set
-with Jobbers' POST /jobbers/queues/<role>); by default every registered task's queue (each installed
-app's tasks.py and TASK_MODULES), except the system queue. The system queue (`jobconsole.system`: bulk
-operations) is served besides, always, by a small worker of its own in a thread of this process (BULK.CONCURRENCY
-threads), so a bulk operation neither waits behind the backlog of the other queues (a worker claims its queues in
-order, later ones only with slots to spare) nor takes their slots. --no-system-worker leaves it out.
+Queues: those given with --queues, in claim order, or the queues of a worker role (--role: core/roles.py, set with
+Jobbers' POST /jobbers/queues/<role>); by default every registered task's queue (each installed app's tasks.py and
+TASK_MODULES) and the QUEUES of a Jobconsole backend in Django's TASKS setting, except the system queue. The system
+queue (`jobconsole.system`: bulk operations) is served besides, always, by a small worker of its own in a thread of
+this process (BULK.CONCURRENCY threads), so a bulk operation neither waits behind the backlog of the other queues (a
+worker claims its queues in order, later ones only with slots to spare) nor takes their slots. --no-system-worker
+leaves it out.
 """
 
 import threading
@@ -20,6 +21,7 @@ from jobconsole.conf import bulk_config, get_config, mirror_config, periodic_con
 from jobconsole.core import Worker, default_registry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
+from jobconsole.django_backend import served_queues
 from jobconsole.engine import define_flow_control, get_redis
 
 
@@ -88,7 +90,7 @@ class Command(BaseCommand):
         queues = (
             queues
             or self.role_queues(options["role"])
-            or sorted({t.queue for t in default_registry.all()} - {SYSTEM_QUEUE})
+            or sorted(({t.queue for t in default_registry.all()} | served_queues()) - {SYSTEM_QUEUE})
         )
         if not queues:
             raise CommandError(
