@@ -172,8 +172,9 @@ class TaskRegistry:
     def register(self, func: Callable[..., Any], *, name: str | None = None, **options: Any) -> Task:
         if "priority" in options:
             options["priority"] = parse_priority(options["priority"])
+        if "backoff_strategy" in options:
+            options["backoff_strategy"] = Backoff.parse(options["backoff_strategy"])
         for key, enum in (
-            ("backoff_strategy", Backoff),
             ("on_shutdown", OnShutdown),
             ("dead_letter_policy", DeadLetterPolicy),
         ):

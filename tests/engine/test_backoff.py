@@ -28,3 +28,25 @@ def test_exponential_jitter_stays_within_half_and_full_backoff() -> None:
 
 def test_huge_attempt_numbers_do_not_overflow() -> None:
     assert retry_delay(Backoff.EXPONENTIAL, 1.0, 10_000, cap=3600.0) == 3600.0
+
+
+def test_runqueues_backoff_names_map_onto_ours() -> None:
+    from jobconsole.core.backoff import YEAR_S, Backoff
+
+    assert Backoff.parse("standard") is Backoff.EXPONENTIAL
+    assert Backoff.parse("immeadiate") is Backoff.IMMEDIATE and Backoff.parse("Immediate") is Backoff.IMMEDIATE
+    assert Backoff.parse("year") is Backoff.YEAR
+    assert retry_delay(Backoff.IMMEDIATE, 5.0, 3, 3600.0) == 0.0
+    assert retry_delay(Backoff.YEAR, 5.0, 1, 3600.0) == YEAR_S  # past the cap: the job is parked
+    with pytest.raises(ValueError, match="unknown backoff strategy 'fortnightly'; known: constant"):
+        Backoff.parse("fortnightly")
+
+
+def test_a_task_registered_with_a_runqueue_name_retries_by_it() -> None:
+    from jobconsole.core import TaskRegistry
+    from jobconsole.core.backoff import Backoff
+
+    registry = TaskRegistry()
+    task = registry.register(lambda: None, name="rq.task", backoff_strategy="standard", retry_delay=2.0)
+    assert task.backoff_strategy is Backoff.EXPONENTIAL and task.next_retry_delay(3) == 8.0
+    assert registry.register(lambda: None, name="rq.now", backoff_strategy="immediate").next_retry_delay(1) == 0.0
