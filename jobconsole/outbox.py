@@ -25,6 +25,7 @@ from django.db import transaction
 from jobconsole.conf import outbox_config
 from jobconsole.core import JobQueueError, JobSpec, RedisFull
 from jobconsole.core.ids import new_job_id
+from jobconsole.core.timing import parse_run_at
 from jobconsole.engine import get_client
 from jobconsole.models import Job, OutboxEntry
 
@@ -34,15 +35,18 @@ log = logging.getLogger(__name__)
 def enqueue(task: str, params: dict[str, Any] | None = None, *, using: str | None = None, **options: Any) -> str:
     """Record a job to be enqueued when the current transaction commits; returns its id at once.
 
-    Options are those of `Client.enqueue` (queue, priority, delay, run_at, max_retries, unique_key, id).
+    Options are those of `Client.enqueue` (queue, priority, delay, run_at, max_retries, unique_key, group, id).
     The job is validated now, so a bad job raises InvalidJob inside the caller's transaction. A delay
     counts from now, not from the publish."""
     spec = JobSpec(task=task, params=params, **options)
     if spec.delay is not None and spec.run_at is not None:
         get_client().check(spec)  # raises the engine's own InvalidJob message
-    run_at = spec.run_at
-    if spec.delay is not None:
-        run_at = datetime.now(UTC) + timedelta(seconds=float(spec.delay))
+    run_at, delay = spec.run_at, spec.delay
+    if run_at is not None and not isinstance(run_at, datetime):  # ISO text, or Runqueue's [n, unit]: from now
+        timing = parse_run_at(run_at)
+        run_at, delay = timing.run_at, timing.delay
+    if delay is not None:
+        run_at = datetime.now(UTC) + timedelta(seconds=float(delay))
     spec = replace(spec, id=spec.id or new_job_id(), delay=None, run_at=run_at)
     queue = get_client().check(spec)  # the engine's validation, unchanged (raises InvalidJob)
     assert spec.id is not None
@@ -119,9 +123,10 @@ def _to_json(spec: JobSpec) -> dict[str, Any]:
         "id": spec.id,
         "queue": spec.queue,
         "priority": spec.priority,
-        "run_at": spec.run_at.isoformat() if spec.run_at else None,
+        "run_at": spec.run_at.isoformat() if isinstance(spec.run_at, datetime) else None,
         "max_retries": spec.max_retries,
         "unique_key": spec.unique_key,
+        "group": spec.group,
     }
 
 
@@ -136,4 +141,5 @@ def _from_json(data: dict[str, Any]) -> JobSpec:
         run_at=run_at,
         max_retries=data.get("max_retries"),
         unique_key=data.get("unique_key"),
+        group=data.get("group"),
     )

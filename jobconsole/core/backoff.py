@@ -3,7 +3,6 @@
 import random
 from enum import StrEnum
 
-
 YEAR_S = 365 * 86_400.0
 
 

@@ -24,11 +24,11 @@ from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
 from jobconsole.core.store import Call, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
+from jobconsole.core.timing import MAX_DELAY_SECONDS, parse_run_at
 
 MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
 SCRIPT_BATCH = 250  # jobs per enqueue script call
-MAX_DELAY_SECONDS = 5 * 365 * 86400  # run_at/delay further out than this is almost surely a mistake
 DEFAULT_SPIN_US = 200  # an enqueue spins this long at most for its reply instead of sleeping (core/wire.py)
 
 
@@ -42,7 +42,7 @@ class JobSpec:
     queue: str | None = None
     priority: int | str | None = None
     delay: float | None = None  # seconds
-    run_at: datetime | None = None  # timezone-aware
+    run_at: datetime | str | list[Any] | tuple[Any, ...] | None = None  # aware; ISO 8601; Runqueue's [n, unit]
     max_retries: int | None = None
     unique_key: str | None = None
     group: str | None = None  # concurrency group; None: the task's, "" none
@@ -178,10 +178,16 @@ class Client:
             if not keys.NAME_PATTERN.match(queue):
                 raise InvalidJob(f"invalid queue name {queue!r}")
         job_id = check_job_id(spec.id) if spec.id is not None else (new_id or new_job_id())
-        timed = spec.delay is not None or spec.run_at is not None
+        delay, run_at = spec.delay, spec.run_at
+        if run_at is not None and not isinstance(run_at, datetime):  # ISO 8601 text, or Runqueue's [n, unit]
+            if delay is not None:
+                raise InvalidJob("give delay or run_at, not both")
+            timing = parse_run_at(run_at)
+            delay, run_at = timing.delay, timing.run_at
+        timed = delay is not None or run_at is not None
         priority = defaults.priority if spec.priority is None else parse_priority(spec.priority)
         max_retries = defaults.max_retries if spec.max_retries is None else _check_max_retries(spec.max_retries)
-        delay_ms, run_at_ms = _timing(spec.delay, spec.run_at) if timed else ("", "")
+        delay_ms, run_at_ms = _timing(delay, run_at) if timed else ("", "")
         unique_key = spec.unique_key or ""
         if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")

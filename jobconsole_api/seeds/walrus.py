@@ -9,9 +9,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from jobconsole.core.client import MAX_DELAY_SECONDS
 from jobconsole.core.editing import edit_job
 from jobconsole.core.job import Job
+from jobconsole.core.timing import MAX_DELAY_SECONDS
 from jobconsole_api.seeds.common import SeedError, client, find_job, plain_text, read_object, seed_view, submit
 
 BAD_BODY = "Request body is not in the right format"

@@ -12,9 +12,10 @@ from django.db import transaction
 from jobconsole import actions, audit, search
 from jobconsole.conf import api_config
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobState, JobStateConflict, RedisFull, UnknownTask
-from jobconsole.core.client import MAX_DELAY_SECONDS, MAX_UNIQUE_KEY, JobSpec
+from jobconsole.core.client import MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
+from jobconsole.core.timing import MAX_DELAY_SECONDS
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
 from jobconsole_api.models import SubmittedJob
@@ -47,6 +48,8 @@ from jobconsole_api.v1.schema import (
     string,
 )
 
+GROUP_PATTERN = "^[A-Za-z0-9_.\\-]{0,100}$"  # a group's name, or "" (none)
+
 PRIORITY: Schema = {
     "anyOf": [
         integer(minimum=MIN_PRIORITY, maximum=MAX_PRIORITY),
@@ -63,7 +66,15 @@ JOB_SPEC = obj(
         "queue": string("another queue than the task's", pattern=NAME_PATTERN),
         "priority": PRIORITY,
         "delay": number("run no sooner than this many seconds from now", minimum=0, maximum=MAX_DELAY_SECONDS),
-        "run_at": string("run no sooner than this time (with its zone)", format="date-time"),
+        "run_at": {
+            "anyOf": [
+                string(format="date-time"),
+                array({"anyOf": [number(), string()]}, minItems=2, maxItems=2),
+            ],
+            "description": "run no sooner than this time (with its zone), or Runqueue's relative [n, unit] "
+            "(unit months|M, weeks|w, days|d, hours|h, minutes|m, seconds|s), e.g. [5, \"minutes\"]",
+        },
+        "group": string("another concurrency group than the task's; \"\" for none", pattern=GROUP_PATTERN),
         "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=1000),
         "unique_key": string("while a live job holds this key, no other is enqueued with it", minLength=1,
                              maxLength=MAX_UNIQUE_KEY),
@@ -95,11 +106,12 @@ def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[
             f"Unknown queue {queue!r}: no task is registered on it and no job has used it (no worker would take it).",
             errors=[{"field": f"{prefix}queue", "message": "is not a known queue"}],
         )
-    run_at = parse_datetime(body["run_at"]) if "run_at" in body else None
+    raw_run_at = body.get("run_at")
+    run_at = parse_datetime(raw_run_at) if isinstance(raw_run_at, str) else raw_run_at  # or [n, unit]
     spec = JobSpec(
         task=body["task"], params=body.get("params"), id=body.get("id"), queue=body.get("queue"),
         priority=body.get("priority"), delay=body.get("delay"), run_at=run_at, max_retries=body.get("max_retries"),
-        unique_key=body.get("unique_key"),
+        unique_key=body.get("unique_key"), group=body.get("group"),
     )  # fmt: skip
     try:
         client.check(spec)

@@ -4,9 +4,11 @@ as a date or [n, unit], unique_key."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis
 
 from jobconsole.core import Client
 from jobconsole.core.errors import DuplicateJob, InvalidJob, UnknownTask
+from jobconsole.core.keys import queue_keys
 from jobconsole.core.runqueue import add_job, parse_run_at, relative_seconds, to_priority
 from jobconsole.core.states import JobState
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
@@ -75,3 +77,20 @@ def test_json_state_must_be_an_object(client: Client, state: object) -> None:
     with pytest.raises(InvalidJob):
         add_job(client, "t.ok", state)  # type: ignore[arg-type]
     assert client.queues() == []
+
+
+def test_the_client_takes_runqueues_relative_run_at_and_iso_text(client: Client, r: "redis.Redis") -> None:
+    now = client.store.time_ms()
+    later = client.enqueue("t.ok", run_at=[2, "minutes"])
+    assert later.state is JobState.SCHEDULED
+    due = r.zscore(queue_keys("q").scheduled, later.id)
+    assert due is not None and 119_000 <= due - now <= 121_500
+    with pytest.raises(InvalidJob, match="must be a number of 0 or more"):
+        client.enqueue("t.ok", run_at=("5", "s"))
+    dated = client.enqueue("t.ok", run_at="2030-01-01T00:00:00+00:00")
+    assert dated.state is JobState.SCHEDULED
+    with pytest.raises(InvalidJob, match="unknown unit 'fortnights'"):
+        client.enqueue("t.ok", run_at=[1, "fortnights"])
+    with pytest.raises(InvalidJob, match="give delay or run_at, not both"):
+        client.enqueue("t.ok", run_at=[1, "h"], delay=5)
+    assert client.enqueue("t.ok", run_at=[0, "s"]).state is JobState.QUEUED  # due now

@@ -99,6 +99,16 @@ def test_a_past_run_at_runs_at_once(operator: Api) -> None:
     assert body.status_code == 201 and body.json()["state"] == "queued"
 
 
+def test_run_at_may_be_runqueues_relative_n_unit_and_a_job_may_name_a_group(operator: Api, r: Any) -> None:
+    later = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}, "run_at": [5, "minutes"], "group": "g1"})
+    assert later.status_code == 201 and later.json()["state"] == "scheduled", later.content
+    assert get_client().get(later.json()["id"]).group == "g1"
+    found = problem(operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}, "run_at": [5, "aeons"]}), 422)
+    assert "unknown unit 'aeons'" in found["detail"]
+    problem(operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}, "run_at": [5]}), 422)
+    problem(operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}, "group": "bad:name"}), 422)
+
+
 def test_a_client_id_makes_a_retry_harmless(operator: Api, r: Any) -> None:
     spec = {"task": "apitest.add", "params": {"a": 1}, "id": ID}
     first = operator.post("/jobs", spec)
