@@ -127,6 +127,7 @@ def _to_json(spec: JobSpec) -> dict[str, Any]:
         "max_retries": spec.max_retries,
         "unique_key": spec.unique_key,
         "group": spec.group,
+        "unique_until": spec.unique_until,
     }
 
 
@@ -142,4 +143,5 @@ def _from_json(data: dict[str, Any]) -> JobSpec:
         max_retries=data.get("max_retries"),
         unique_key=data.get("unique_key"),
         group=data.get("group"),
+        unique_until=data.get("unique_until"),
     )

@@ -46,6 +46,7 @@ class JobSpec:
     max_retries: int | None = None
     unique_key: str | None = None
     group: str | None = None  # concurrency group; None: the task's, "" none
+    unique_until: str | None = None  # "end" (the job ends) or "start" (it starts); None: the task's
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +193,11 @@ class Client:
         if unique_key and (len(unique_key) > MAX_UNIQUE_KEY or any(ord(c) < 32 for c in unique_key)):
             raise InvalidJob(f"unique_key must be at most {MAX_UNIQUE_KEY} printable characters")
         fields = defaults.fields
+        until = defaults.task.unique_until if spec.unique_until is None and defaults.task else spec.unique_until
+        if until not in (None, "end", "start"):
+            raise InvalidJob(f"unique_until must be 'end' or 'start'; got {until!r}")
+        if unique_key and until == "start":
+            fields = (*fields, "unique_until", "start")
         in_group = bool(defaults.task is not None and defaults.task.group)
         if spec.group is not None:  # the job's own group replaces its task's ("" leaves it in none)
             in_group = bool(spec.group)
@@ -294,6 +300,31 @@ class Client:
         queue = self.job_queue(job_id, queue)
         outcome = self.store.run(self.store.delete_call(queue, job_id, expected_state=expected_state or ""))
         self._outcome(job_id, outcome, ("deleted",), "delete")
+
+    def find_unique(self, queue_or_task: str, unique_key: str) -> Job | None:
+        """The live job holding `unique_key` in a queue (or a registered task's queue), or None."""
+        queue = self._unique_queue(queue_or_task)
+        holder = self.store.unique_holder(queue, unique_key)
+        return self.queries.job(holder, queue) if holder else None
+
+    def delete_unique(self, queue_or_task: str, unique_key: str) -> str | None:
+        """Delete the job holding `unique_key` before it runs (Runqueue's "delete the reminder"); returns its id,
+        None when no live job holds the key. JobStateConflict when it already runs (cancel it instead)."""
+        queue = self._unique_queue(queue_or_task)
+        self.store.drain(queue)
+        status, job_id = self.store.delete_unique(queue, unique_key)
+        if status == "missing":
+            return None
+        if status != "deleted":
+            raise JobStateConflict(job_id, status.removeprefix("is:"), f"delete it by its unique key {unique_key!r}")
+        return job_id
+
+    def _unique_queue(self, queue_or_task: str) -> str:
+        task = self.registry.find(queue_or_task)
+        queue = task.queue if task is not None else queue_or_task
+        if not keys.NAME_PATTERN.match(queue):
+            raise InvalidJob(f"invalid queue name {queue!r}")
+        return queue
 
     # --- flow control (core/groups.py) ------------------------------------------------------------
 

@@ -128,6 +128,10 @@ def _group_slots(reply: Any) -> SlotGrant:
     return SlotGrant(int(reply[0]), int(reply[1]), [str(t) for t in reply[2:]])
 
 
+def _pair(reply: Any) -> tuple[str, str]:
+    return str(reply[0]), str(reply[1])
+
+
 def _failed(reply: Any) -> Failed:
     return Failed(bool(reply[0]), str(reply[1]))
 
@@ -211,6 +215,16 @@ class Store:
 
     def delete(self, queue: str, job_id: str) -> str:
         return self.run(self.delete_call(queue, job_id))
+
+    def delete_unique(self, queue: str, unique_key: str) -> tuple[str, str]:
+        """Delete the waiting job holding `unique_key` (lua/delete_unique.lua): (status, job id)."""
+        args = [*self._head(queue), unique_key]
+        return self.run(Call("delete_unique", script_keys("delete_unique", queue), args, _pair))
+
+    def unique_holder(self, queue: str, unique_key: str) -> str | None:
+        """The id of the live job holding `unique_key` in `queue`, or None."""
+        self.drain(queue)
+        return cast(str | None, self.redis.hget(queue_keys(queue).unique, unique_key))
 
     def resubmit_call(
         self, queue: str, jobs: Sequence[tuple[str, int | None, int | None]], *, stamp: str, reset_attempts: bool

@@ -43,6 +43,7 @@ class Task:
     dead_letter_policy: DeadLetterPolicy = DeadLetterPolicy.SAVE
     on_shutdown: OnShutdown = OnShutdown.FINISH
     group: str = ""  # concurrency group ("" none): its jobs run only holding one of the group's slots
+    unique_until: str = "end"  # a job's unique key is held until it ends, or ("start") until it starts
     is_async: bool = field(init=False)
     context_param: str | None = field(init=False)
     _signature: "_Signature" = field(init=False, repr=False)
@@ -54,6 +55,8 @@ class Task:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.func))
         object.__setattr__(self, "context_param", _context_param(self.func))
         object.__setattr__(self, "_signature", _Signature.of(self.func, self.context_param))
+        if self.unique_until not in ("end", "start"):
+            raise ValueError(f"task {self.name}: unique_until must be 'end' or 'start', not {self.unique_until!r}")
         if self.group and not NAME_PATTERN.match(self.group):
             raise ValueError(f"task {self.name}: invalid group name {self.group!r}")
         if self.max_retries < 0 or self.visibility_timeout <= 0 or self.retry_delay < 0:
@@ -103,6 +106,7 @@ class Task:
             "on_shutdown": str(self.on_shutdown),
             "is_async": self.is_async,
             "group": self.group,
+            "unique_until": self.unique_until,
         }
 
 

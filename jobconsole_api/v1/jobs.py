@@ -75,6 +75,8 @@ JOB_SPEC = obj(
             "(unit months|M, weeks|w, days|d, hours|h, minutes|m, seconds|s), e.g. [5, \"minutes\"]",
         },
         "group": string("another concurrency group than the task's; \"\" for none", pattern=GROUP_PATTERN),
+        "unique_until": string("hold the unique key until the job ends (the default) or until it starts",
+                               enum=["end", "start"]),
         "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=1000),
         "unique_key": string("while a live job holds this key, no other is enqueued with it", minLength=1,
                              maxLength=MAX_UNIQUE_KEY),
@@ -111,7 +113,7 @@ def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[
     spec = JobSpec(
         task=body["task"], params=body.get("params"), id=body.get("id"), queue=body.get("queue"),
         priority=body.get("priority"), delay=body.get("delay"), run_at=run_at, max_retries=body.get("max_retries"),
-        unique_key=body.get("unique_key"), group=body.get("group"),
+        unique_key=body.get("unique_key"), group=body.get("group"), unique_until=body.get("unique_until"),
     )  # fmt: skip
     try:
         client.check(spec)

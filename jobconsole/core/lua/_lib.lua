@@ -107,7 +107,7 @@ end
 -- lease_ms, timeout_ms, checkpoint, leased_at (Redis ms: when the lease began, so that a worker that reads
 -- the reply late, or picks a handed-off job from its inbox, knows how much of the lease is already gone).
 local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms', 'checkpoint',
-                      'ready_at', 'enqueued_at', 'group'}
+                      'ready_at', 'enqueued_at', 'group', 'unique_key', 'unique_until'}
 -- `hset`, when given, is an HSET of the job's other fields still to be written (a new job): its fields go
 -- in the same command, the lease's last so that they win (HSET sets repeated fields in order).
 local function leased_reply(job_id, token, h, attempt, now)
@@ -128,6 +128,12 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
     redis.call('HSET', job_key, lease_values(attempt, token, worker, host, pid, now))
   end
   redis.call('ZADD', active_key, now + tonumber(h.lease_ms or 30000), job_id)
+  if h.unique_until == 'start' and h.unique_key and h.unique_key ~= '' then
+    -- Unique until it starts: the key is free again from the lease on (the queue's `unique` hash, beside
+    -- `active` in its slot), if this job still holds it.
+    local unique_key = string.sub(active_key, 1, -7) .. 'unique'
+    if redis.call('HGET', unique_key, h.unique_key) == job_id then redis.call('HDEL', unique_key, h.unique_key) end
+  end
   emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
   return leased_reply(job_id, token, h, attempt, now)
 end

@@ -302,3 +302,18 @@ def test_api_calls_need_no_csrf_token(operator: Api) -> None:
     strict = WebClient(enforce_csrf_checks=True, HTTP_AUTHORIZATION=token)
     response = strict.post("/api/v1/jobs", {"task": "apitest.add", "params": {"a": 1}}, content_type="application/json")
     assert response.status_code == 201, response.content
+
+
+def test_a_job_is_found_and_deleted_by_its_unique_key(operator: Api) -> None:
+    body = {"task": "apitest.add", "params": {"a": 1}, "unique_key": "remind/ana", "run_at": [1, "h"]}
+    job_id = operator.post("/jobs", {**body, "unique_until": "start"}).json()["id"]
+    found = operator.get("/unique", queue="apitest", key="remind/ana")
+    assert found.status_code == 200 and found.json()["id"] == job_id and found.json()["state"] == "scheduled"
+    assert operator.get("/unique", queue="apitest.add", key="remind/ana").json()["id"] == job_id  # by task too
+    problem(operator.get("/unique", queue="apitest", key="remind/bob"), 404)
+    deleted = operator.web.delete("/api/v1/unique?queue=apitest&key=remind%2Fana")
+    assert deleted.status_code == 200 and deleted.json() == {"id": job_id}
+    assert AuditLog.objects.get(action="delete").detail == {"unique_key": "remind/ana"}
+    problem(operator.web.delete("/api/v1/unique?queue=apitest&key=remind%2Fana"), 404)
+    problem(operator.get("/unique", queue="apitest"), 400)  # the key is required
+    problem(operator.post("/jobs", {**body, "unique_until": "later"}), 422)

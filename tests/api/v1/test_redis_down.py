@@ -17,6 +17,8 @@ pytestmark = pytest.mark.django_db
 
 ID = "01JCZ4Y1V6Q2J8M3N4P5R6S7T8"
 PATH_VALUES = {"job_id": ID, "queue": "apitest", "operation_id": "1", "group": "payments", "name": "nightly"}
+# The required query parameters of the operations that have some.
+QUERIES = {"find_unique": "?queue=apitest&key=k", "delete_unique": "?queue=apitest&key=k"}
 # A valid request body for each operation that takes one (any other gets none).
 BODIES: dict[str, Any] = {
     "submit_job": {"task": "apitest.add", "params": {"a": 1}},
@@ -39,6 +41,7 @@ def cut_off(settings: Any) -> Api:
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.operation_id)
 def test_every_route_is_503_with_retry_after(cut_off: Api, op: Any) -> None:
     path = "/api/v1" + re.sub(r"\{(\w+)\}", lambda m: PATH_VALUES[m.group(1)], op.route)
+    path += QUERIES.get(op.operation_id, "")
     body = BODIES.get(op.operation_id)
     data = "" if body is None else json.dumps(body)
     response = cut_off.web.generic(op.method, path, data, content_type="application/json",
