@@ -20,6 +20,7 @@ from jobconsole.core.errors import (
     UnknownTask,
 )
 from jobconsole.core.job import Attempt, Job
+from jobconsole.core.replace import Replace
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import JobState
 from jobconsole.core.tasks import Task, TaskRegistry, default_registry, task
@@ -41,6 +42,7 @@ __all__ = [
     "JobStateConflict",
     "PermanentError",
     "RedisFull",
+    "Replace",
     "Retry",
     "Task",
     "TaskRegistry",

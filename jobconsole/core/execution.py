@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from jobconsole.core.context import JobContext
-from jobconsole.core.errors import Cancelled, LeaseLost, PermanentError, Retry, TaskTimeout, WorkerShutdown
+from jobconsole.core.errors import (
+    Cancelled,
+    InvalidJob,
+    LeaseLost,
+    PermanentError,
+    Retry,
+    TaskTimeout,
+    WorkerShutdown,
+)
+from jobconsole.core.replace import Replace, ReplaceArgs, encode_replace
 from jobconsole.core.tasks import OnShutdown, Task
 
 MAX_MESSAGE = 2_000
@@ -27,6 +36,7 @@ class Kind(StrEnum):
     COMPLETE = "complete"
     FAIL = "fail"  # recorded by fail.lua; it decides retry, dead or failed
     RELEASE = "release"  # put back without using an attempt
+    REPLACE = "replace"  # run again later with a new state (replace.lua)
 
 
 @dataclass
@@ -92,6 +102,7 @@ class Outcome:
     retry: bool = False
     delay_ms: int = 0
     error: dict[str, str] = field(default_factory=dict)
+    replace: ReplaceArgs | None = None
 
 
 def run_sync(job: RunningJob) -> Outcome:
@@ -166,10 +177,16 @@ def success(job: RunningJob, result: Any) -> Outcome:
     """The outcome of a task that returned `result` (a failure if it is not JSON)."""
     if result is None:  # most tasks return nothing: skip the encoder
         return Outcome(job, Kind.COMPLETE, _runtime_ms(job), result_json="null")
+    replace = result if isinstance(result, Replace) else None
     try:
-        encoded = json.dumps(result, allow_nan=False, separators=(",", ":"))
+        encoded = json.dumps(replace.result if replace else result, allow_nan=False, separators=(",", ":"))
+        args = encode_replace(replace, job.task) if replace else None
+    except InvalidJob as exc:  # a ValueError too: first
+        return failure(job, PermanentError(f"Replace refused: {exc}"))
     except (TypeError, ValueError) as exc:
         return failure(job, PermanentError(f"result is not JSON-serialisable: {exc}"))
+    if args is not None:
+        return Outcome(job, Kind.REPLACE, _runtime_ms(job), result_json=encoded, replace=args)
     return Outcome(job, Kind.COMPLETE, _runtime_ms(job), result_json=encoded)
 
 

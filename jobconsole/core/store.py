@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import chain
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
@@ -31,6 +31,9 @@ from jobconsole.core.results import (
 )
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
+
+if TYPE_CHECKING:
+    from jobconsole.core.replace import ReplaceArgs
 
 DEFAULT_EVENTS_MAXLEN = 100_000
 
@@ -367,6 +370,11 @@ class Store:
         """Give a running job back without using an attempt: requeued, or set aside as dropped."""
         args = [*self._head(queue), job_id, token, reason, "drop" if drop else "requeue"]
         return Call("release", script_keys("release", queue), args, _bool)
+
+    def replace_call(self, queue: str, job_id: str, token: str, args: "ReplaceArgs", result_json: str) -> Call[bool]:
+        """Run a running job again later with a new state (Runqueue's replace): lua/replace.lua."""
+        values = [job_id, token, args.params_json, args.priority, args.delay_ms, args.run_at_ms, result_json]
+        return Call("replace", script_keys("replace", queue), [*self._head(queue), *values], _bool)
 
     def heartbeat_call(self, queue: str, beats: Sequence[tuple[str, str, str, str]]) -> Call[list[int]]:
         """Beats as (job id, token, progress or '', checkpoint JSON or ''); a `Beat` per job."""

@@ -265,6 +265,8 @@ class Exchange:
         if o.kind is Kind.RELEASE:
             reason = "worker shutting down (on_shutdown=requeue)"
             return self._store.release_call(o.job.queue, o.job.id, o.job.token, reason)
+        if o.kind is Kind.REPLACE and o.replace is not None:
+            return self._store.replace_call(o.job.queue, o.job.id, o.job.token, o.replace, o.result_json)
         return self._store.fail_call(
             o.job.queue, o.job.id, o.job.token, outcome=o.status, retry=o.retry, delay_ms=o.delay_ms, error=o.error,
             runtime_ms=o.runtime_ms, ttl_ms=int(self._retention.failed * 1000),
@@ -289,7 +291,7 @@ class Exchange:
     def _log_outcome(self, o: Outcome, code: Any) -> None:
         """Count one reported outcome and log it by what Redis answered."""
         accepted = code.recorded if isinstance(code, Failed) else bool(code)  # Failed, Ack or release's bool
-        if accepted and o.kind is Kind.COMPLETE:
+        if accepted and o.kind in (Kind.COMPLETE, Kind.REPLACE):
             self.processed += 1
         elif accepted:
             self.failed += 1
