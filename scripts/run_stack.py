@@ -59,7 +59,7 @@ def system_service() -> Service:
 
     def command() -> list[str]:
         return [PYTHON, "manage.py", "runworker", "--queues", SYSTEM_QUEUE, "--no-system-worker", "--no-mirror",
-                "--no-maintenance", "--name", f"{host}:system:{secrets.token_hex(2)}"]  # fmt: skip
+                "--no-maintenance", "--no-scheduler", "--name", f"{host}:system:{secrets.token_hex(2)}"]  # fmt: skip
 
     return Service("system", command, color="36", stop_order=1)
 
