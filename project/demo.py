@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import redis
 
 from jobconsole.core import Client, JobSpec, RedisFull
+from jobconsole.core.groups import Group
 
 log = logging.getLogger("project.demo")
 
@@ -49,6 +50,10 @@ def _digest(rng: random.Random) -> JobSpec:
     return JobSpec(task="examples.send_digest", params=params, delay=rng.uniform(60, 600))
 
 
+# A payment provider that takes three calls at once and ten a second: the Flow control page shows it.
+PAYMENTS = Group("payments", connections=3, requests=10, period_ms=1000)
+
+
 def _charge(rng: random.Random) -> JobSpec:
     unknown, declined = rng.random() < 0.05, rng.random() < 0.06
     params = {
@@ -56,7 +61,7 @@ def _charge(rng: random.Random) -> JobSpec:
         "amount_cents": rng.randrange(199, 25_000),
         "card_last4": "0002" if declined else rng.choice(["4242", "1881", "5100"]),
     }
-    return JobSpec(task="examples.charge_card", params=params)
+    return JobSpec(task="examples.charge_card", params=params, group=PAYMENTS.name)
 
 
 def _inventory(rng: random.Random) -> JobSpec:
@@ -110,6 +115,7 @@ class DemoLoad:
         if self.rate <= 0:
             raise ValueError("rate must be more than 0 jobs a second")
         self.rng = random.Random(self.seed)
+        self.client.define_group(PAYMENTS)  # the card charges share a payment provider's limits
         self.tally: Counter[str] = Counter()  # created, duplicate, skipped (backlog), refused (Redis full)
         self._waiting: dict[str, int] = {}
         self._waiting_at = 0.0

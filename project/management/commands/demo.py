@@ -5,9 +5,18 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from jobconsole.engine import get_client
 from project.demo import MIX, QUEUES, DemoLoad
+
+# Periodic jobs for the Schedules page (database rows, editable in the admin), made once.
+DEMO_SCHEDULES: dict[str, dict[str, Any]] = {
+    "shop-digest": {"task": "examples.send_digest", "params": {"to": "ops@example.com", "period": "daily"},
+                    "cron": "0 7 * * *", "timezone": "Europe/Paris"},
+    "inventory-sync": {"task": "examples.sync_inventory", "params": {"sku": "SKU-ALL"}, "every_seconds": 300,
+                       "misfire": "run_once"},
+}  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -39,6 +48,7 @@ class Command(BaseCommand):
             nonlocal stopping
             stopping = True
 
+        self._schedules()
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         self.stdout.write(
@@ -47,3 +57,13 @@ class Command(BaseCommand):
         )
         load.run(duration=options["duration"], count=options["count"], stop=lambda: stopping)
         self.stdout.write(f"demo: stopped; {load.summary()}")
+
+    def _schedules(self) -> None:
+        """The demo's periodic schedules, when the database is there (the load itself needs Redis only)."""
+        from jobconsole.models import PeriodicSchedule
+
+        try:
+            for name, fields in DEMO_SCHEDULES.items():
+                PeriodicSchedule.objects.get_or_create(name=name, defaults=fields)
+        except DatabaseError as exc:
+            self.stderr.write(f"demo: no periodic schedules ({exc})")
