@@ -171,6 +171,8 @@ def leftovers(r: "redis.Redis") -> list[str]:
     drained, unique keys held by finished jobs. Each is a description; a consistent queue yields none."""
     k = queue_keys(QUEUE)
     members = {name: set(cast(list[str], r.zrange(getattr(k, name), 0, -1))) for name in set(STATE_SETS.values())}
+    for group in cast(set[str], r.smembers(k.groups)):  # jobs held for a concurrency group's slot are queued too
+        members["ready"] |= set(cast(list[str], r.zrange(k.held(group), 0, -1)))
     hashes: set[str] = set()
     histories: set[str] = set()
     for key in r.scan_iter(match=k.job_prefix + "*", count=1000):

@@ -3,7 +3,7 @@ queue's), and the slots that found no job given back (docs/concepts.md, "Concurr
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jobconsole.core.execution import RunningJob
@@ -117,6 +117,14 @@ class GroupClaims:
             if job.slot is not None:
                 by_lease.setdefault((job.slot[0], int(job.lease_s * 1000)), []).append(job.slot[1])
         return [self._store.group_renew_call(g, t, lease_ms=ms) for (g, ms), t in by_lease.items()]
+
+    def waits_on(self, running: Iterable[RunningJob]) -> bool:
+        """A group found full holds slots of ours: one of our jobs ending is what frees the next."""
+        if not self._full_until:
+            return False
+        now = time.monotonic()
+        full = {g for g, until in self._full_until.items() if until > now}
+        return any(job.slot is not None and job.slot[0] in full for job in running)
 
     def unblock(self) -> None:
         """A wake-up came: a group found full may have a free slot now."""

@@ -53,6 +53,11 @@ class IdleWait:
             full = self._threads.active >= self._concurrency
             self._exchange.wait_for_results(FULL_WAIT_S if full else STARVED_AFTER_S)
             return
+        if self._running and self._exchange.groups.waits_on(self._running.values()):
+            # A group is full with slots of ours: the next one frees up with one of our outcomes, so wait for
+            # those (a blocking pop would notice one only at its timeout).
+            self._exchange.wait_for_results(BUSY_BLOCK_S)
+            return
         if self._running:
             popped = self._pop_handed_off(BUSY_BLOCK_S, run_here=False)
             if popped is not None and popped.began_event is not None:
