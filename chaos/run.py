@@ -128,7 +128,8 @@ def groups(res: "Result") -> str:
     t = res.tallies
     if "group_peak" not in t:
         return "-"
-    return f"{t['group_peak']} / {t['group_over_limit']} / {t['group_slots_leaked']}"
+    raw = t.get("group_peak_with_zombies", t["group_peak"])
+    return f"{t['group_peak']} ({raw}) / {t['group_over_limit']} / {t['group_slots_leaked']}"
 
 
 def unique(rep: Report) -> str:
@@ -155,7 +156,7 @@ def print_result(res: Result) -> None:
         ("re-runs after ack", rep.rerun_after_ack),
         ("runs before run_at", rep.early),
         ("attempts charged by graceful shutdown", rep.shutdown_attempts_used),
-        ("group peak running at once / over limit / slots leaked", groups(res)),
+        ("group peak at once (valid leases; with zombies) / over limit / slots leaked", groups(res)),
         ("unique-key jobs accepted / duplicates", unique(rep)),
         ("jobs live at once under one unique key", rep.unique_overlaps),
         ("duplicates refused for a holder not live", rep.unique_refused_wrongly),

@@ -130,6 +130,7 @@ class GroupKeys:
     starts: str  # ZSET slot token -> start ms, within the rate window
     waiting: str  # SET of queues whose workers came short of slots
     seq: str  # STRING counter for slot tokens
+    seen: str  # STRING Redis ms the group was last touched (a longer silence: Redis was away, see _lib.lua)
 
 
 @cache
@@ -137,7 +138,9 @@ def group_keys(group: str) -> GroupKeys:
     if not NAME_PATTERN.match(group):
         raise ValueError(f"invalid group name {group!r}")
     base = f"{PREFIX}:{{g:{group}}}:"
-    return GroupKeys(group=group, **{name: base + name for name in ("conf", "slots", "starts", "waiting", "seq")})
+    return GroupKeys(
+        group=group, **{name: base + name for name in ("conf", "slots", "starts", "waiting", "seq", "seen")}
+    )
 
 
 # The database mirror's leader lock; it reads each queue's events stream through one consumer group.

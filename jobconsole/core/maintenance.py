@@ -86,6 +86,9 @@ class Maintenance:
             log.warning(
                 "maintenance: Redis was unreachable for about %.1fs; sparing leases that ran out meanwhile", gap
             )
+        # Concurrency groups first: a group touched every pass tells its scripts that Redis is up, so after an
+        # outage they give the slots that ran out meanwhile their time back (GROUP_SILENCE_MS in lua/_lib.lua).
+        self.store.touch_groups()
         done = 0
         for queue in self.queries.queues():
             # Promote (which drains the intake) first: a job handed to a worker that died before anything

@@ -91,7 +91,7 @@ def script_keys(script: str, queue: str, worker: str = "") -> tuple[str, ...]:
 def group_script_keys(script: str, group: str) -> tuple[str, ...]:
     """A concurrency group script's KEYS (all in the group's own slot)."""
     g = group_keys(group)
-    return tuple(_fill(script, None, {n: getattr(g, n) for n in ("conf", "slots", "starts", "waiting", "seq")}))
+    return tuple(_fill(script, None, {n: getattr(g, n) for n in ("conf", "slots", "starts", "waiting", "seq", "seen")}))
 
 
 def _int(reply: Any) -> int:
@@ -306,6 +306,13 @@ class Store:
         pipe.hset(conf, mapping={"connections": connections, "requests": requests, "period_ms": period_ms})
         pipe.sadd(keys.GROUPS, group)
         pipe.execute()
+
+    def touch_groups(self) -> int:
+        """Tick every concurrency group (the maintenance leader, every pass): lua/group_touch.lua."""
+        groups = sorted(cast(set[str], self.redis.smembers(keys.GROUPS)))
+        if groups:
+            self.run_many([Call("group_touch", group_script_keys("group_touch", g), [], _int) for g in groups])
+        return len(groups)
 
     def group_acquire(self, group: str, count: int, *, holder: str, lease_ms: int, queue: str) -> SlotGrant:
         """Up to `count` of the group's slots, leased for `lease_ms`; short, `queue` is woken by a release."""

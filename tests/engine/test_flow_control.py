@@ -343,3 +343,21 @@ def test_a_claim_whose_reply_is_lost_between_the_two_steps_loses_no_job_and_leak
     assert meter.peak <= 2
     assert all(client.get(i).state is JobState.COMPLETED and client.get(i).attempts == 1 for i in ids)
     assert r.zcount(group_keys("ext").slots, Store(r).time_ms(), "+inf") == 0
+
+
+def test_slots_that_ran_out_while_redis_was_away_get_their_time_back(r: "redis.Redis", client: Client) -> None:
+    """After a silence (no script and no maintenance tick touched the group: Redis was away), the slots that
+    lapsed during it are shifted by its length, so a holder that could not renew is not robbed of its slot; one
+    whose holder is dead frees up within a lease. Without the silence, a lapsed slot is free at once."""
+    client.define_group(Group("ext", connections=1))
+    store = Store(r)
+    slots, seen = group_keys("ext").slots, group_keys("ext").seen
+    [token] = store.group_acquire("ext", 1, holder="w1", lease_ms=500, queue="q").tokens
+    r.set(seen, store.time_ms() - 5_000)  # as if nothing had touched the group for 5 s: Redis was down
+    r.zadd(slots, {token: store.time_ms() - 100})  # and the slot ran out meanwhile
+    assert store.group_acquire("ext", 1, holder="w2", lease_ms=500, queue="q").tokens == []  # spared
+    assert store.run(store.group_renew_call("ext", [token], lease_ms=500)) == 1  # its holder renews it
+    # While the group is touched (a maintenance pass every second), a lapsed slot is free at once.
+    r.zadd(slots, {token: store.time_ms() - 100})
+    assert store.touch_groups() == 1
+    assert len(store.group_acquire("ext", 1, holder="w2", lease_ms=500, queue="q").tokens) == 1

@@ -239,3 +239,17 @@ local function unready(ready_key, job_key, job_id)
     end
   end
 end
+
+-- A concurrency group's scripts first look at when the group was last touched (`seen`). After a silence longer
+-- than GROUP_SILENCE_MS (Redis was away: restarted, frozen, unreachable), no holder could renew its slots, so
+-- the slots that ran out during it get its length back, as the recoverer spares leases after its own outage;
+-- a dead holder's slot still frees up within one lease. A quiet group holds no slots, so nothing is shifted.
+local GROUP_SILENCE_MS = 2000
+local function group_touch(slots_key, seen_key, now)
+  local seen = tonumber(redis.call('GET', seen_key) or '')
+  if seen and now - seen > GROUP_SILENCE_MS then
+    local lapsed = redis.call('ZRANGE', slots_key, seen, now, 'BYSCORE', 'WITHSCORES')
+    for i = 1, #lapsed, 2 do redis.call('ZADD', slots_key, tonumber(lapsed[i + 1]) + (now - seen), lapsed[i]) end
+  end
+  redis.call('SET', seen_key, now)
+end
