@@ -52,6 +52,17 @@ def test_commit_publishes_once(client, r):
     assert jobs_in_redis(r) == [job_id]
 
 
+def test_a_relative_run_at_a_group_and_unique_until_survive_the_outbox(client, r):
+    with transaction.atomic():
+        job_id = outbox.enqueue(
+            "examples.echo", {"x": 1}, run_at=[2, "minutes"], group="payments", unique_key="u1", unique_until="start"
+        )
+    key = queue_keys("examples.echo").job(job_id)
+    fields = r.hmget(key, "state", "group", "unique_until", "run_at", "enqueued_at")
+    assert fields[:3] == ["scheduled", "payments", "start"]
+    assert 110_000 <= int(fields[3]) - int(fields[4]) <= 125_000  # counted from the call, not the publish
+
+
 def test_invalid_job_fails_inside_the_transaction(client, r):
     with pytest.raises(InvalidJob), transaction.atomic():
         outbox.enqueue("no.such.task", {})
