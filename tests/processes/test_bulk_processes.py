@@ -139,5 +139,7 @@ def test_workers_killed_and_stopped_mid_operation_leave_it_to_the_next(client, m
     workers.start("w3")
     wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     assert_done_exactly_once(r, ids, operation)
+    # The runner records the end in the database as it returns; the worker acks the system job a moment later.
+    wait_until(lambda: client.get(operation.job_id).state.value == "completed", 10, "the system job's ack", workers)
     system_job = client.get(operation.job_id)
     assert system_job.state.value == "completed" and system_job.attempts == 2  # the SIGTERM cost no attempt
