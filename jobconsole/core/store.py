@@ -378,10 +378,15 @@ class Store:
         args = [*self._head(queue), job_id, token, reason, "drop" if drop else "requeue"]
         return Call("release", script_keys("release", queue), args, _bool)
 
-    def replace_call(self, queue: str, job_id: str, token: str, args: "ReplaceArgs", result_json: str) -> Call[bool]:
-        """Run a running job again later with a new state (Runqueue's replace): lua/replace.lua."""
-        values = [job_id, token, args.params_json, args.priority, args.delay_ms, args.run_at_ms, result_json]
-        return Call("replace", script_keys("replace", queue), [*self._head(queue), *values], _bool)
+    def replace_call(
+        self, queue: str, job_id: str, token: str, args: "ReplaceArgs", result_json: str, *, ttl_ms: int
+    ) -> Call[int]:
+        """Run a running job again later with a new state (Runqueue's replace): lua/replace.lua. 1 replaced,
+        2 cancelled as an operator asked meanwhile, 0 stale token."""
+        values: list[Arg] = [
+            job_id, token, args.params_json, args.priority, args.delay_ms, args.run_at_ms, result_json, ttl_ms,
+        ]  # fmt: skip
+        return Call("replace", script_keys("replace", queue), [*self._head(queue), *values], _int)
 
     def heartbeat_call(self, queue: str, beats: Sequence[tuple[str, str, str, str]]) -> Call[list[int]]:
         """Beats as (job id, token, progress or '', checkpoint JSON or ''); a `Beat` per job."""

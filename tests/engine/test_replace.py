@@ -1,6 +1,9 @@
 """Runqueue's replace: a task finishes by asking to run again later with a new state, keeping its id, with its
 attempt count reset; a real worker runs the whole flow."""
 
+import threading
+import time
+
 import pytest
 import redis
 
@@ -70,3 +73,23 @@ def test_runqueues_replace_object_is_read() -> None:
     assert replace == Replace(params={"counter": 2}, priority=-10, run_at=[0, "s"])
     with pytest.raises(InvalidJob, match="takes run_at, json and priority; not state"):
         Replace.from_runqueue({"state": 1})
+
+
+def test_a_cancel_asked_while_it_ran_wins_over_its_replace(r: "redis.Redis") -> None:
+    registry = TaskRegistry()
+    started = threading.Event()
+
+    def again() -> Replace:
+        started.set()
+        time.sleep(0.4)  # the operator asks to cancel meanwhile; the task does not look
+        return Replace(delay=0)
+
+    registry.register(again, name="t.again", queue="q")
+    client = Client(r, registry)
+    job = client.enqueue("t.again", unique_key="again")
+    with worker_in_thread(r, registry, ["q"]):
+        assert started.wait(5)
+        assert client.cancel(job.id) == "requested"
+        ended = wait_for(lambda: (j := client.get(job.id)).state is JobState.CANCELLED and j, 10)
+    assert [a.outcome for a in ended.history] == ["cancelled"]
+    assert not r.hexists(K.unique, "again") and r.zscore(K.cancelled, job.id) is not None

@@ -266,7 +266,8 @@ class Exchange:
             reason = "worker shutting down (on_shutdown=requeue)"
             return self._store.release_call(o.job.queue, o.job.id, o.job.token, reason)
         if o.kind is Kind.REPLACE and o.replace is not None:
-            return self._store.replace_call(o.job.queue, o.job.id, o.job.token, o.replace, o.result_json)
+            ttl_ms = int(self._retention.cancelled * 1000)  # for a job whose cancel request wins
+            return self._store.replace_call(o.job.queue, o.job.id, o.job.token, o.replace, o.result_json, ttl_ms=ttl_ms)
         return self._store.fail_call(
             o.job.queue, o.job.id, o.job.token, outcome=o.status, retry=o.retry, delay_ms=o.delay_ms, error=o.error,
             runtime_ms=o.runtime_ms, ttl_ms=int(self._retention.failed * 1000),
