@@ -163,3 +163,14 @@ def test_the_enqueue_command_prints_what_a_full_redis_took(client, r):
     printed = [line.split()[0] for line in out.getvalue().splitlines()]
     assert 0 < len(printed) < 600 and all(" created " in line for line in out.getvalue().splitlines())
     assert sorted(printed) == sorted(set(jobs_in_redis(r)) - {min(jobs_in_redis(r))})  # all but the first job
+
+
+def test_the_enqueue_command_takes_a_group_unique_until_and_run_at(client, r):
+    out = io.StringIO()
+    call_command("enqueue", "examples.echo", '{"x": 1}', "--group", "payments", "--unique-key", "k", "--unique-until",
+                 "start", "--run-at", "2030-01-31T09:00:00Z", stdout=out)  # fmt: skip
+    job_id = out.getvalue().split()[0]
+    fields = r.hmget(queue_keys("examples.echo").job(job_id), "state", "group", "unique_until")
+    assert fields == ["scheduled", "payments", "start"]
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("enqueue", "examples.echo", "--unique-until", "never", stderr=io.StringIO())

@@ -22,6 +22,14 @@ class Command(BaseCommand):
         parser.add_argument("--delay", type=float, default=None, help="seconds")
         parser.add_argument("--max-retries", type=int, default=None)
         parser.add_argument("--unique-key", default=None)
+        parser.add_argument(
+            "--unique-until",
+            choices=["end", "start"],
+            default=None,
+            help="hold the unique key until the job ends (end) or starts",
+        )
+        parser.add_argument("--group", default=None, help="a concurrency group other than the task's ('' for none)")
+        parser.add_argument("--run-at", default=None, help="an ISO 8601 time with its zone, e.g. 2030-01-31T09:00:00Z")
         parser.add_argument("--count", type=int, default=1, help="enqueue this many copies in bulk")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -35,6 +43,7 @@ class Command(BaseCommand):
         spec = JobSpec(
             task=options["task"], params=params, id=options["id"], queue=options["queue"], priority=priority,
             delay=options["delay"], max_retries=options["max_retries"], unique_key=options["unique_key"],
+            unique_until=options["unique_until"], group=options["group"], run_at=options["run_at"],
         )  # fmt: skip
         if options["count"] > 1 and options["id"]:
             raise CommandError("--id names one job; it cannot be combined with --count")
