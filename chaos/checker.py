@@ -20,6 +20,7 @@ from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
+RETRY_BACKOFF_MAX_S = 5.0  # the dispatcher's longest wait between tries while Redis is unreachable (dispatcher.py)
 PROCESS_FAULTS = {"kill", "stop", "term", "crash", "power_loss"}
 MARKS = {"aof_copy"}  # ledger rows that mark a moment (when the AOF was copied), not a fault
 SPARED = {"requeued", "completed"}  # how an on_shutdown=requeue attempt may end under a graceful SIGTERM
@@ -221,8 +222,9 @@ def judge(
     faults = [f for f in faults if f.kind not in MARKS]  # moments, not faults: no outage, no recovery time
     faulted = {pid for f in faults if f.kind in PROCESS_FAULTS for pid in f.pids}
     termed_at = {pid: f.started for f in faults if f.kind == "term" for pid in f.pids}
-    # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either.
-    outages = [(f.started, f.ended) for f in faults if f.kind not in PROCESS_FAULTS]
+    # Redis and network faults: a worker cut off from Redis cannot keep or give back its leases either, and after
+    # one it may wait out its retry backoff (up to RETRY_BACKOFF_MAX_S) before it reaches Redis again.
+    outages = [(f.started, f.ended + RETRY_BACKOFF_MAX_S) for f in faults if f.kind not in PROCESS_FAULTS]
     killed = {pid for f in faults if f.kind in {"kill", "crash"} for pid in f.pids}
     matched: dict[Execution, Lease] = {}  # each execution's lease
     unknown = set(by_job) - set(accepted)
