@@ -5,9 +5,10 @@ from django.http import HttpRequest, HttpResponse
 
 from dashboards.permissions import view_required
 from dashboards.rendering import page
+from jobconsole.core.groups import PERIODS_MS
 from jobconsole.engine import get_client
 
-PERIODS = {1000: "second", 60_000: "minute", 3_600_000: "hour"}
+PERIODS = {ms: unit for unit, ms in PERIODS_MS.items()}  # the units a group's rate is given in
 
 
 def rate_text(requests: int, period_ms: int) -> str:

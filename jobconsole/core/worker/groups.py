@@ -93,10 +93,7 @@ class GroupClaims:
 
     def release_calls(self, jobs: list[RunningJob]) -> list[Call[list[str]]]:
         """The calls giving back the slots of jobs whose outcomes are being reported (one per group)."""
-        by_group: dict[str, list[str]] = {}
-        for job in jobs:
-            if job.slot is not None:
-                by_group.setdefault(job.slot[0], []).append(job.slot[1])
+        by_group = _tokens_by(jobs, lambda job, group: group)
         for group in by_group:
             self._full_until.pop(group, None)  # a slot of ours frees up: worth asking again
         return [self._store.group_release_call(g, tokens, unused=False) for g, tokens in by_group.items()]
@@ -112,10 +109,7 @@ class GroupClaims:
 
     def renew_calls(self, jobs: list[RunningJob]) -> list[Call[int]]:
         """The calls extending the slots of running jobs by their jobs' leases (with their heartbeats)."""
-        by_lease: dict[tuple[str, int], list[str]] = {}
-        for job in jobs:
-            if job.slot is not None:
-                by_lease.setdefault((job.slot[0], int(job.lease_s * 1000)), []).append(job.slot[1])
+        by_lease = _tokens_by(jobs, lambda job, group: (group, int(job.lease_s * 1000)))
         return [self._store.group_renew_call(g, t, lease_ms=ms) for (g, ms), t in by_lease.items()]
 
     def waits_on(self, running: Iterable[RunningJob]) -> bool:
@@ -130,3 +124,12 @@ class GroupClaims:
         """A wake-up came: a group found full may have a free slot now."""
         self._full_until.clear()
         self.retry_at_ms = -1
+
+
+def _tokens_by[K](jobs: Iterable[RunningJob], key: Callable[[RunningJob, str], K]) -> dict[K, list[str]]:
+    """The slot tokens of the jobs holding one, gathered by `key(job, group)`: one script call per key."""
+    out: dict[K, list[str]] = {}
+    for job in jobs:
+        if job.slot is not None:
+            out.setdefault(key(job, job.slot[0]), []).append(job.slot[1])
+    return out
