@@ -1,7 +1,7 @@
 """`make run`: migrate, make an admin account, then run the stack in the foreground with prefixed logs:
 a private redis-server (unless REDIS_URL is set), gunicorn on 127.0.0.1:$PORT (8000), $WORKERS runworkers (1),
-a runworker of the system queue (bulk operations), and with DEMO=1 the demo producer (`manage.py demo`,
-$DEMO_RATE jobs a second).
+a runworker of the system queue (bulk operations), the database mirror (`manage.py runmirror`), and with
+DEMO=1 the demo producer (`manage.py demo`, $DEMO_RATE jobs a second).
 
 A worker, web or demo process that exits is restarted with a backoff; Redis exiting stops the stack. Ctrl-C (or
 SIGTERM) stops everything: the demo and the workers first, Redis last. See scripts/stack/supervisor.py."""
@@ -47,9 +47,15 @@ def worker_service(slot: int) -> Service:
     def command() -> list[str]:
         # A fresh id at every start: the console shows the killed one as gone and the new one beside it.
         name = f"{host}:worker-{slot}:{secrets.token_hex(2)}"
-        return [PYTHON, "manage.py", "runworker", "--name", name, "--no-system-worker"]
+        return [PYTHON, "manage.py", "runworker", "--name", name, "--no-system-worker", "--no-mirror"]
 
     return Service(f"worker-{slot}", command, color="34", stop_order=1)
+
+
+def mirror_service() -> Service:
+    """The database mirror in a process of its own, as the Procfile runs it: its database writes then take no
+    interpreter lock from a worker's tasks (docs/benchmarks.md)."""
+    return Service("mirror", lambda: [PYTHON, "manage.py", "runmirror"], color="33", stop_order=1)
 
 
 def system_service() -> Service:
@@ -71,6 +77,7 @@ def services(env: dict[str, str], port: str, workers: int, demo: bool) -> list[S
     out = [Service("web", lambda: web, color="32", stop_order=2)]
     out += [worker_service(slot) for slot in range(1, workers + 1)]
     out.append(system_service())
+    out.append(mirror_service())
     if demo:
         rate = env.get("DEMO_RATE", "")
         demo_command = [PYTHON, "manage.py", "demo", *(["--rate", rate] if rate else [])]

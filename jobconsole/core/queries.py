@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, Literal, cast
 
-from jobconsole.core import keys, metrics
+from jobconsole.core import keys, metrics, scripts
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
@@ -328,6 +328,40 @@ class Queries:
             attempts = next(replies) if with_history else None
             out.append(Job.from_hash(h, attempts) if h else None)
         return out
+
+    def job_hashes(
+        self, jobs: Sequence[tuple[str, str]], *, history: set[str]
+    ) -> list[tuple[dict[str, str], list[str] | None]]:
+        """The raw hash (empty when the job is gone) of (queue, id) pairs, with the raw attempt entries of the
+        ids in `history`, in one round trip: the mirror's read, which decodes only what it writes."""
+        calls: list[list[str]] = []
+        for queue, job_id in jobs:
+            k = queue_keys(queue)
+            calls.append(["HGETALL", k.job(job_id)])
+            if job_id in history:
+                calls.append(["LRANGE", k.attempts(job_id), "0", "-1"])
+        replies = iter(scripts.commands(self.redis, calls))
+        out: list[tuple[dict[str, str], list[str] | None]] = []
+        for _, job_id in jobs:
+            h = next(replies)
+            if isinstance(h, Exception):
+                raise h
+            if isinstance(h, list):  # RESP2: field, value, field, value...
+                it = iter(h)
+                h = dict(zip(it, it, strict=True))
+            entries = next(replies) if job_id in history else None
+            if isinstance(entries, Exception):
+                raise entries
+            out.append((h, entries))
+        return out
+
+    def raw_histories(self, jobs: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """The raw attempt entries of (queue, id) pairs, in one round trip (the mirror decodes what it writes)."""
+        replies = scripts.commands(self.redis, [["LRANGE", queue_keys(q).attempts(i), "0", "-1"] for q, i in jobs])
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     def histories(self, jobs: Sequence[tuple[str, str]]) -> list[list[Attempt]]:
         """The attempts of (queue, id) pairs (for jobs read without them), in one round trip."""

@@ -92,6 +92,12 @@ def run_many(client: "redis.Redis", calls: Sequence[Call], *, spin_s: float = 0.
     return results
 
 
+def commands(client: "redis.Redis", calls: Sequence[Sequence[Arg]]) -> list[Any]:
+    """Plain commands in one pipelined round trip on the hot-path wire (replies as hiredis parses them:
+    an HGETALL is a flat list on RESP2); errors as exception values."""
+    return _wire(client).execute(calls)
+
+
 def _evalsha(name: str, keys: Sequence[str], args: Sequence[Arg]) -> list[Arg]:
     return ["EVALSHA", load(name).sha, len(keys), *keys, *args]
 

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from jobconsole.core.job import Attempt as JobAttempt
-from jobconsole.core.job import Job
+from jobconsole.core.job import Job, ms_to_datetime
+from jobconsole.core.states import JobState
 from jobconsole.models import DeadLetter
 
 # Every Job column the mirror writes on an upsert (everything but the primary key).
@@ -58,6 +59,63 @@ def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
         True,
         synced_at,
     )
+
+
+def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
+    """`job_values(Job.from_hash(h), synced_at)` read straight off the stored hash: the mirror's hot path, which
+    needs no Job object. tests/app/test_mirror_rows.py holds the two equal on every kind of hash."""
+    get = h.get
+    last_error = get("last_error", "")
+    progress = get("progress")
+    try:
+        progress_value = float(progress) if progress else None
+    except ValueError:
+        progress_value = None
+    return (
+        h["id"],
+        get("task", ""),
+        _int(get("version"), 1),
+        get("queue", ""),
+        _int(get("priority")),
+        JobState(get("state", "queued")).value,
+        get("params") or "{}",
+        get("result", ""),
+        _int(get("attempts")),
+        _int(get("max_retries")),
+        get("unique_key", ""),
+        get("group", ""),
+        ms_to_datetime(get("enqueued_at")),
+        ms_to_datetime(get("run_at") or get("enqueued_at")),
+        ms_to_datetime(get("started_at")),
+        ms_to_datetime(get("finished_at")),
+        ms_to_datetime(get("heartbeat_at")),
+        progress_value,
+        get("checkpoint", ""),
+        get("worker", ""),
+        _error_class(last_error)[:200] if last_error else "",
+        last_error,
+        get("cancel_requested") == "1",
+        get("reason", ""),
+        True,
+        synced_at,
+    )
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return default
+
+
+def _error_class(last_error: str) -> str:
+    try:
+        value = json.loads(last_error)
+    except ValueError:
+        return ""
+    return str(value.get("error_class") or "") if isinstance(value, dict) else ""
 
 
 def attempt_values(job_id: str, history: Sequence[JobAttempt]) -> list[tuple[Any, ...]]:

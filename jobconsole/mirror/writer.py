@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
-from jobconsole.core.job import Job as RedisJob
+from jobconsole.core.job import Attempt as JobAttempt
 from jobconsole.core.queries import Event, Queries, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
 from jobconsole.core.streams import StreamId, parse_id
@@ -28,13 +28,14 @@ from jobconsole.mirror.rows import (
     STATE,
     attempt_values,
     dead_letter_row,
-    job_values,
+    hash_values,
 )
 from jobconsole.models import Attempt, DeadLetter, Job, Queue
 
 FINAL_CACHE = 200_000  # ids of jobs last written in a final state (skips re-reading them for old events)
 CHANGES_FINAL = frozenset({"requeued", "deleted", "expired", "edited"})
 CHUNK = 500  # ids per IN (...) clause
+FINAL_NAMES = frozenset(state.value for state in TERMINAL_STATES)
 
 
 @dataclass(slots=True)
@@ -140,16 +141,16 @@ class Writer:
             # Already written in a final state, and nothing in this batch can change a final job:
             # these are older events of it (the mirror read its hash when it was already finished).
             del jobs[job_id]
-        read = self.queries.jobs_by_id(
+        read = self.queries.job_hashes(
             [(j.queue, job_id) for job_id, j in jobs.items()], history={i for i, j in jobs.items() if j.history}
         )
-        found: dict[str, RedisJob | None] = dict(zip(jobs, read, strict=True))
+        found = dict(zip(jobs, read, strict=True))  # job id -> (its hash, empty when gone; its raw history)
         # A job already final when we read it is written (and remembered) as final now, so later events
         # that carry its attempts will be skipped: read its history now if no event of this batch did.
-        late = [
-            i for i, job in found.items() if job is not None and not jobs[i].history and job.state in TERMINAL_STATES
-        ]  # fmt: skip
-        late_histories = dict(zip(late, self.queries.histories([(jobs[i].queue, i) for i in late]), strict=True))
+        late = [i for i, (h, history) in found.items() if h and history is None and h.get("state") in FINAL_NAMES]
+        late_histories = self.queries.raw_histories([(jobs[i].queue, i) for i in late])
+        for job_id, raw in zip(late, late_histories, strict=True):
+            found[job_id] = (found[job_id][0], raw)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -160,17 +161,17 @@ class Writer:
         for job_id, j in jobs.items():
             if j.requeued_at is not None:
                 requeued[job_id] = j.requeued_at
-            job = found[job_id]
-            if job is None:
+            h, history = found[job_id]
+            if not h:
                 if j.last.name == "deleted":
                     deleted.append(job_id)
                 else:
                     state = j.last.fields.get("state", "")
                     gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
                 continue
-            row = job_values(job, synced)
+            row = hash_values(h, synced)
             rows.append(row)
-            job_attempts = attempt_values(job_id, late_histories.get(job_id, job.history))
+            job_attempts = attempt_values(job_id, [JobAttempt.from_json(a) for a in history] if history else [])
             attempts.extend(job_attempts)
             state, finished_at = row[STATE], row[FINISHED_AT]
             if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
@@ -231,22 +232,38 @@ def _upsert(
     """INSERT ... ON CONFLICT DO UPDATE in raw SQL: the ORM's bulk_create(update_conflicts=True) compiles every
     value on its own, and this is the mirror's hot path."""
     qn = connection.ops.quote_name
-    head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(c) for c in columns)}) "
+    table = qn(model._meta.db_table)
+    names = ", ".join(qn(c) for c in columns)
     tail = (
         f" ON CONFLICT ({', '.join(qn(c) for c in conflict)}) "
         f"DO UPDATE SET {', '.join(f'{qn(c)} = EXCLUDED.{qn(c)}' for c in update)}"
     )
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # One statement, one array per column: the same query text every time (parsed once).
-            types = [model._meta.get_field(c).db_type(connection) for c in columns]
-            unnest = ", ".join(f"%s::{t}[]" for t in types)
+            # COPY into a temporary table (psycopg formats the rows in C), then one INSERT ... SELECT: the
+            # server parses one statement per batch, and no value goes through Python's array formatting.
+            # (Made in the transaction, so a batch that rolls back takes it along; asking each time costs one
+            # round trip per batch.)
+            stage = qn(f"jc_stage_{model._meta.db_table}")
             cursor.execute(
-                f"{head}SELECT * FROM unnest({unnest}){tail}", [list(col) for col in zip(*rows, strict=True)]
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+                f"SELECT {names} FROM {table} WITH NO DATA"
             )
+            with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage}{tail}")
             return
         # SQLite (and others): sqlite3's C loop over one prepared statement. Datetimes are stored as
         # Django stores them (naive UTC text), so lookups and ordering keep working.
         adapt = connection.ops.adapt_datetimefield_value
-        rows = [tuple(adapt(v) if isinstance(v, datetime) else v for v in row) for row in rows]
-        cursor.executemany(f"{head}VALUES ({', '.join(['%s'] * len(columns))}){tail}", rows)
+        at = [i for i, c in enumerate(columns) if isinstance(model._meta.get_field(c), models.DateTimeField)]
+        values = [list(row) for row in rows]
+        for value in values:
+            for i in at:
+                v = value[i]
+                if v is not None:
+                    # Django's own text for a UTC datetime, without its per-value checks (the mirror's
+                    # datetimes are all UTC); anything else goes through Django.
+                    value[i] = str(v.replace(tzinfo=None)) if v.tzinfo is UTC else adapt(v)
+        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))}){tail}", values)

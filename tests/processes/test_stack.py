@@ -5,8 +5,10 @@ SIGTERM stops every process of the stack; Redis dying stops the stack too."""
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,11 @@ class Stack:
             return ids if len(ids) == count else []
 
         return wait_until(running, STARTUP_S, f"{count} running workers", self.output)
+
+    def mirrored_completed(self) -> int:
+        """Completed jobs in the stack's own database (SQLite in its var dir), as the mirror wrote them."""
+        with closing(sqlite3.connect(self.var / "jobconsole.sqlite3", timeout=5)) as db:
+            return int(db.execute("SELECT count(*) FROM jobconsole_job WHERE state = 'completed'").fetchone()[0])
 
     def processes(self) -> dict[int, str]:
         return {pid: command_line(pid) for pid in descendants(self.popen.pid)}
@@ -164,10 +171,14 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
         w.queues == [SYSTEM_QUEUE] for w in stack.client.queries.workers() if w.state == "running"
     )
     assert any(" demo" in cmd for cmd in processes.values())
+    # The database mirror runs in a process of its own, as the Procfile has it, and no worker runs it.
+    assert [cmd for cmd in processes.values() if " runmirror" in cmd], processes
+    assert all("--no-mirror" in cmd for cmd in workers), workers
+    wait_until(stack.mirrored_completed, 60, "the mirror to write completed jobs", stack.output)
 
     assert stack.stop() == 0
     out = stack.output()
-    assert "SIGTERM: stopping demo, then worker, then system, then web, then redis" in out
+    assert "SIGTERM: stopping demo, then worker, then system, then mirror, then web, then redis" in out
     # The seeds' clients work unchanged against `make run` (they had no tokens), and the log says so.
     assert "open to callers without a token (JOBCONSOLE_API_ANONYMOUS_SEEDS=1)" in out
     # Workers stop before Redis: both said so while Redis was still up.

@@ -1,0 +1,121 @@
+"""Mirror capacity: how many events a second the database mirror applies when it has a backlog.
+
+    .venv/bin/python bench/mirror_capacity.py --jobs 20000 [--database-url postgres://...] [--profile]
+
+It starts a private redis-server and a fresh database (SQLite in WAL mode in a temp dir unless --database-url is
+given; PostgreSQL is flushed), enqueues `--jobs` jobs whose parameters are a small dict of three fields, runs them
+all with a `runworker --burst --no-mirror` process, and times the mirror applying them in this process in two
+phases, as a mirror that keeps up sees them: the 'enqueued' events after the enqueue, then the 'started' and
+'completed' events after the run. Capacity is events applied per second of wall time;
+the mirror's CPU per event is this process's CPU time over the same span. Redis's CPU for the mirror's reads is
+reported per event too. `--profile` prints the top of a cProfile of the drain.
+"""
+
+import argparse
+import cProfile
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PARAMS = {"user_id": 48213, "email": "ada@example.com", "plan": "pro"}
+
+
+def redis_cpu(connection: object) -> float:
+    info = connection.info("cpu")  # type: ignore[attr-defined]
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=20000, help="jobs in the backlog (three events each)")
+    parser.add_argument("--batch", type=int, default=None, help="mirror events per transaction (default: setting)")
+    parser.add_argument("--database-url", default="", help="default: a fresh SQLite file (WAL)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the drain")
+    args = parser.parse_args()
+
+    from tests.redis_server import RedisServer
+
+    tmp = Path(tempfile.mkdtemp(prefix="jc-mirror-capacity-"))
+    server = RedisServer(tmp / "redis").start()
+    env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
+           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
+           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
+           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
+    if args.database_url:
+        env["DATABASE_URL"] = args.database_url
+    os.environ.update(env)
+    (tmp / "var").mkdir()
+    try:
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        from django.db import connection
+
+        if args.database_url and connection.vendor == "postgresql":
+            call_command("flush", interactive=False, verbosity=0)
+        call_command("migrate", verbosity=0)
+
+        import jobconsole.examples  # noqa: F401
+        from jobconsole.conf import mirror_config
+        from jobconsole.core import Client, JobSpec, default_registry
+        from jobconsole.engine import get_redis
+        from jobconsole.mirror.loop import Mirror
+        from jobconsole.models import Job
+
+        redis = get_redis()
+        client = Client(redis, default_registry)
+        # The mirror follows the queue from its start, as in production (a queue it first meets is resynced
+        # from Redis's sets instead, which is not what this measures).
+        redis.sadd("jc:{meta}:queues", "examples.echo")
+        mirror = Mirror(redis, batch=args.batch or mirror_config()["BATCH"], block_ms=10)
+        mirror.drain()
+        profiler = cProfile.Profile() if args.profile else None
+        cpu = wall = rcpu = 0.0
+
+        def timed_drain() -> None:
+            nonlocal cpu, wall, rcpu
+            c, w, r = time.process_time(), time.monotonic(), redis_cpu(redis)
+            if profiler:
+                profiler.enable()
+            mirror.drain()
+            if profiler:
+                profiler.disable()
+            cpu, wall, rcpu = cpu + time.process_time() - c, wall + time.monotonic() - w, rcpu + redis_cpu(redis) - r
+
+        # Two phases, as a mirror that keeps up sees a job: its 'enqueued' event in one batch (a queued row),
+        # its 'started' and 'completed' events in a later one (the final row and the attempt).
+        for start in range(0, args.jobs, 1000):
+            n = min(1000, args.jobs - start)
+            client.enqueue_many([JobSpec(task="examples.echo", params=PARAMS) for _ in range(n)])
+        client.store.drain("examples.echo")  # the intake's jobs become jobs with events
+        timed_drain()
+        worker = [sys.executable, str(ROOT / "manage.py"), "runworker", "--queues", "examples.echo", "--burst",
+                  "--no-mirror", "--no-maintenance", "--no-scheduler", "--no-system-worker"]  # fmt: skip
+        subprocess.run(worker, env=env, cwd=ROOT, check=True)
+        timed_drain()
+        events = mirror.writer.events_applied
+        completed = Job.objects.filter(state="completed").count()
+        mirror.close()
+    finally:
+        server.stop()
+
+    print(f"database: {connection.vendor}  jobs: {args.jobs}  completed in the database: {completed}")
+    print(
+        f"mirror: {events} events, {mirror.writer.rows_written} rows in {wall:.2f} s: "
+        f"{events / wall:,.0f} events/s; mirror CPU {cpu / events * 1e6:.1f} µs/event "
+        f"({cpu / wall:.2f} cores); Redis CPU for its reads {rcpu / events * 1e6:.1f} µs/event"
+    )
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

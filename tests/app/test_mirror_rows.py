@@ -1,0 +1,48 @@
+"""The mirror reads job rows straight off the stored hash (rows.hash_values); the rest of the project decodes a hash
+through core.job.Job. The two must never drift apart: every kind of hash gives the same row both ways."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from jobconsole.core.job import Job
+from jobconsole.mirror.rows import hash_values, job_values
+
+SYNCED = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+FULL = {
+    "id": "01JD0000000000000000000001", "task": "send_email", "queue": "emails", "state": "failed",
+    "priority": "-3", "attempts": "2", "max_retries": "5", "version": "4", "unique_key": "user:7",
+    "enqueued_at": "1764244800000", "run_at": "1764244801000", "started_at": "1764244802123",
+    "finished_at": "1764244803456", "heartbeat_at": "1764244802500", "worker": "host:1:ab", "token": "t",
+    "progress": "0.25", "cancel_requested": "1", "reason": "operator", "lease_ms": "30000",
+    "params": '{"to":"ada@example.com"}', "checkpoint": '{"page":3}', "result": '"ok"',
+    "last_error": '{"error_class":"SMTPError","message":"refused"}', "group": "mailers",
+}  # fmt: skip
+
+HASHES = {
+    "full": FULL,
+    "minimal": {"id": "01JD0000000000000000000002"},
+    "no run_at falls back to enqueued_at": {**FULL, "run_at": ""},
+    "zero and empty times": {**FULL, "started_at": "0", "finished_at": "", "heartbeat_at": "not-a-time"},
+    "unreadable numbers": {**FULL, "priority": "high", "attempts": "", "version": "", "progress": "fast"},
+    "last error not JSON": {**FULL, "last_error": "boom"},
+    "last error not an object": {**FULL, "last_error": "[1, 2]"},
+    "last error without a class": {**FULL, "last_error": '{"message": "x"}'},
+    "long error class": {**FULL, "last_error": '{"error_class": "%s"}' % ("E" * 300)},
+    "empty params": {**FULL, "params": ""},
+    "not cancelled": {**FULL, "cancel_requested": "0"},
+}
+
+
+@pytest.mark.parametrize("h", HASHES.values(), ids=HASHES.keys())
+def test_hash_values_equal_job_values_of_the_decoded_job(h: dict[str, str]) -> None:
+    assert hash_values(h, SYNCED) == job_values(Job.from_hash(h), SYNCED)
+
+
+def test_an_unknown_state_fails_both_ways_alike() -> None:
+    h = {**FULL, "state": "exploded"}
+    with pytest.raises(ValueError):
+        Job.from_hash(h)
+    with pytest.raises(ValueError):
+        hash_values(h, SYNCED)
