@@ -1,0 +1,144 @@
+"""What one job costs Redis: the CPU that caps a single queue (every job of a queue passes through one Redis core,
+one hash slot even on a cluster).
+
+    .venv/bin/python bench/redis_cost.py [--jobs 20000] [--workers 2] [--sample 2000]
+
+On a private redis-server without persistence it measures three phases on one queue, with jobs whose parameters
+are a small dict of three fields:
+
+1. enqueue: `--jobs` jobs one at a time (`Client.enqueue`, the producer's usual call), no worker running;
+2. drain: `--workers` `runworker --burst` processes run them all (the Procfile's flags: no mirror, no system
+   worker), the task being a no-op that touches no Redis key (examples.echo, results kept as shipped);
+3. mirror: `runmirror --burst` applies every event to a fresh SQLite database (the mirror's reads).
+
+For each phase: Redis CPU per job (INFO cpu, user + system), commands per job (INFO commandstats; commands run
+inside scripts count, as Redis counts them), and the ceiling it sets on one queue (1 s of one core divided by the
+CPU per job). Then, on `--sample` more jobs with SLOWLOG recording every command, where the script time goes:
+microseconds per job in each script (its inner commands included) and in each command run inside scripts.
+SLOWLOG adds its own cost, so those are shares, not the CPU figures above.
+"""
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PARAMS = {"user_id": 48213, "email": "ada@example.com", "plan": "pro"}
+QUEUE = "examples.echo"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--workers", type=int, default=2, help="runworker processes draining the queue")
+    parser.add_argument("--sample", type=int, default=2000, help="jobs measured again with SLOWLOG on (0: skip)")
+    args = parser.parse_args()
+
+    from tests.redis_server import RedisServer
+
+    tmp = Path(tempfile.mkdtemp(prefix="jc-redis-cost-"))
+    server = RedisServer(tmp / "redis").start()
+    env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
+           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
+           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
+           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
+    os.environ.update(env)
+    try:
+        import jobconsole.examples  # noqa: F401
+        from jobconsole.core import Client, default_registry, scripts
+        from jobconsole.core.connection import connect
+
+        redis = connect(server.url)
+        redis.config_set("appendonly", "no")  # as the peer benchmark runs Redis: no persistence
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+        worker = [*manage, "runworker", "--queues", QUEUE, "--burst", "--no-mirror", "--no-maintenance",
+                  "--no-scheduler", "--no-system-worker"]  # fmt: skip
+        client = Client(redis, default_registry)
+        redis.sadd("jc:{meta}:queues", QUEUE)
+        subprocess.run([*manage, "runmirror", "--burst"], env=env, cwd=ROOT, check=True, capture_output=True)
+
+        def enqueue(n: int) -> None:
+            for _ in range(n):
+                client.enqueue(QUEUE, PARAMS)
+
+        def drain() -> None:
+            procs = [subprocess.Popen(worker, env=env, cwd=ROOT) for _ in range(args.workers)]
+            for p in procs:
+                if p.wait() != 0:
+                    sys.exit(f"runworker exited with {p.returncode}")
+
+        def mirror() -> None:
+            subprocess.run([*manage, "runmirror", "--burst"], env=env, cwd=ROOT, check=True, capture_output=True)
+
+        phases = [("enqueue", lambda: enqueue(args.jobs)), ("drain", drain), ("mirror", mirror)]
+        rows = []
+        for name, run in phases:
+            redis.config_resetstat()
+            cpu, started = redis_cpu(redis), time.monotonic()
+            run()
+            cpu, wall = redis_cpu(redis) - cpu, time.monotonic() - started
+            commands = sum(s["calls"] for c, s in redis.info("commandstats").items() if not _harness(c))
+            rows.append((name, cpu / args.jobs * 1e6, commands / args.jobs, args.jobs / wall))
+        print(f"Redis CPU per job, {args.jobs:,} jobs, {args.workers} worker processes:")
+        for name, us, commands, rate in rows:
+            print(f"  {name:8s} {us:6.1f} µs  {commands:5.1f} commands  ({rate:,.0f} jobs/s in this phase)")
+        engine = sum(r[1] for r in rows[:2])
+        total = engine + rows[2][1]
+        print(f"  engine (enqueue + drain): {engine:.1f} µs/job, a ceiling of {1e6 / engine:,.0f} jobs/s per queue")
+        print(f"  with the mirror's reads:  {total:.1f} µs/job, a ceiling of {1e6 / total:,.0f} jobs/s per queue")
+
+        if args.sample:
+            names = {scripts.load(n).sha: n for n in scripts.names()}
+            redis.config_set("slowlog-log-slower-than", 0)
+            redis.config_set("slowlog-max-len", 50 * args.sample)
+            for name, run in (("enqueue", lambda: enqueue(args.sample)), ("drain", drain)):
+                redis.slowlog_reset()
+                run()
+                entries = redis.slowlog_get(50 * args.sample)
+                print(f"where {name}'s script time goes (SLOWLOG, {args.sample:,} jobs; µs per job):")
+                for label, us in _split(entries, names, args.sample):
+                    print(f"  {label:40s} {us:6.1f}")
+            redis.config_set("slowlog-log-slower-than", 10000)
+    finally:
+        server.stop()
+
+
+def redis_cpu(redis: Any) -> float:
+    info = redis.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def _harness(command: str) -> bool:
+    """This script's own commands (INFO, CONFIG, SLOWLOG) are not the job's."""
+    return command.split("_", 1)[1].split("|")[0] in {"info", "config", "slowlog"}
+
+
+def _split(entries: list[dict[str, Any]], names: dict[str, str], jobs: int) -> list[tuple[str, float]]:
+    """Microseconds per job by script (inner commands included) and by command run inside scripts."""
+    by_script: dict[str, float] = collections.defaultdict(float)
+    by_command: dict[str, float] = collections.defaultdict(float)
+    for entry in entries:
+        words = entry["command"].decode(errors="replace").split() if isinstance(entry["command"], bytes) else []
+        words = words or str(entry["command"]).split()
+        if not words or words[0].lower() in {"slowlog", "config", "info"}:
+            continue
+        verb = words[0].lower()
+        if verb in {"evalsha", "eval"}:
+            by_script[f"script {names.get(words[1], words[1][:8])}"] += entry["duration"]
+        else:
+            by_command[f"  {verb}"] += entry["duration"]
+    top = sorted(by_script.items(), key=lambda kv: -kv[1]) + sorted(by_command.items(), key=lambda kv: -kv[1])[:8]
+    return [(label, us / jobs) for label, us in top]
+
+
+if __name__ == "__main__":
+    main()
