@@ -191,6 +191,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MIRROR.BATCH", 1000, "events read and applied per database transaction"),
     Setting("MIRROR.BLOCK_MS", 100, "milliseconds an idle mirror waits for new events before it looks again"),
     Setting(
+        "MIRROR.SETTLE_MS",
+        10,
+        "milliseconds an idle mirror lets pass after new events wake it, before it reads them (out of the way of"
+        " the worker starting the job that woke it; a busy mirror never waits)",
+    ),
+    Setting(
         "MIRROR.LOCK_TTL",
         10.0,
         "seconds the mirror's leader lock lives; the leader renews it every third",
@@ -310,6 +316,7 @@ class MirrorConfig(TypedDict):
     IN_WORKER: bool
     BATCH: int
     BLOCK_MS: int
+    SETTLE_MS: int
     LOCK_TTL: float
     RETENTION_EVERY: float
     RELAY_EVERY: float

@@ -89,12 +89,12 @@ class EventFeed:
                 pipe.xack(queue_keys(queue).events, self.group, *entry_ids)
         pipe.execute()
 
-    def wait(self, seen: Mapping[str, str], block_ms: int) -> None:
+    def wait(self, seen: Mapping[str, str], block_ms: int) -> bool:
         """Block until a queue's stream has an entry after the id `seen` names (or '$': any new one), or a
-        fast enqueue wrote to its intake (which has no event yet), or `block_ms` passes."""
+        fast enqueue wrote to its intake (which has no event yet): True; or `block_ms` passes: False."""
         streams = {queue_keys(q).events: last for q, last in seen.items()}
         streams |= {queue_keys(q).intake: "$" for q in seen}
-        self.redis.xread(cast(Any, streams), count=1, block=block_ms)
+        return bool(self.redis.xread(cast(Any, streams), count=1, block=block_ms))
 
     def drain(self, queues: Sequence[str]) -> int:
         """Turn every queue's intake entries into jobs (and events) now; returns how many."""

@@ -57,6 +57,7 @@ class Mirror:
         *,
         batch: int = 1000,
         block_ms: int = 100,
+        settle_ms: int = 0,
         lock_ttl: float = 10.0,
         name: str | None = None,
         events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
@@ -73,6 +74,7 @@ class Mirror:
         self.reader = Reader(feed, queries, self.leadership, self.cursors, batch=batch, block_ms=block_ms)
         self.writer = writer(queries, feed, self.leadership, self.cursors)
         self.resync = resync(store, feed, queries, self.leadership, self.cursors, self.writer, restore=restore)
+        self.settle_s = settle_ms / 1000
         self._term = 0  # the leadership term the parts were set up for
 
     @property
@@ -138,8 +140,11 @@ class Mirror:
         # or maintenance has not passed yet); drain them, so the next read sees them, before waiting.
         if not n and self.reader.drain_intakes():
             n = self._pass(pending=False)
-        if not n:
-            self.reader.wait()
+        if not n and self.reader.wait() and self.settle_s:
+            # Woken by new events while idle: most likely one job just enqueued and handed to an idle worker.
+            # Reading it at once would take CPU and Redis time from that worker's start; a few ms later
+            # the mirror reads it together with what follows (the lag bound is seconds, pick-up is ms).
+            time.sleep(self.settle_s)
         return n
 
     def drain(self, max_steps: int = 10_000) -> int:

@@ -127,6 +127,6 @@ class Reader:
         """Make the jobs waiting in the queues' intakes (no event yet) into jobs and events now."""
         return self.feed.drain(self.queues)
 
-    def wait(self) -> None:
-        """Block until any stream has an entry newer than what we have seen (or block_ms passes)."""
-        self.feed.wait({q: self.cursors.seen.get(q, "$") for q in self.queues}, self.block_ms)
+    def wait(self) -> bool:
+        """Block until any stream has an entry newer than what we have seen (True), or block_ms passes."""
+        return self.feed.wait({q: self.cursors.seen.get(q, "$") for q in self.queues}, self.block_ms)

@@ -85,6 +85,7 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
     options: dict[str, Any] = {
         "batch": int(config["BATCH"]),
         "block_ms": int(config["BLOCK_MS"]),
+        "settle_ms": int(config["SETTLE_MS"]),
         "lock_ttl": float(config["LOCK_TTL"]),
         "events_maxlen": int(get_config()["EVENTS_MAXLEN"]),
         "restore": bool(config["RESTORE"]),
