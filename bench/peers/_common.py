@@ -7,7 +7,8 @@ rest, identically for every peer:
 * the CLI (``--redis-url --jobs --workers --mode``) and the one-line JSON result,
 * the task-side bookkeeping (one INCR per job, timestamps pushed to a list),
 * starting the peer's real worker CLI and always killing it afterwards,
-* the four measurements (enqueue_single, enqueue_bulk, throughput, latency).
+* the four measurements (enqueue_single, enqueue_bulk, throughput, latency),
+* the jobs' parameters (``PAYLOAD``, chosen with BENCH_PAYLOAD): the same for every peer.
 
 Throughput method (the same for every peer): all jobs are enqueued first with
 no worker running, then the worker CLI is started.  The clock runs from the
@@ -33,8 +34,9 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -55,6 +57,46 @@ ENV_MARK_AT = "BENCH_MARK_AT"
 # when the cores are not what limits it; the workers inherit it with the rest of the environment.
 ENV_TASK_SLEEP_MS = "BENCH_TASK_SLEEP_MS"
 TASK_SLEEP_S = float(os.environ.get(ENV_TASK_SLEEP_MS) or 0) / 1000
+
+# The parameters every job carries, passed as keyword arguments with every peer's normal API (the latency probe
+# adds t_enq). The same dicts for every system; BENCH_PAYLOAD picks one (run_peers.py --payload).
+ENV_PAYLOAD = "BENCH_PAYLOAD"
+PAYLOADS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "small": {"user_id": 48213, "email": "ada@example.com", "plan": "pro"},
+    # About 1 KB of JSON: an order as a shop's task would get it. No key is an option name of any peer's
+    # enqueue call (id, key, priority, timeout, meta, ...), so each passes them all through to the task.
+    "1kb": {
+        "order_id": 90517342,
+        "customer_email": "ada@example.com",
+        "currency": "EUR",
+        "total_cents": 18450,
+        "placed_at": "2026-11-27T09:14:05Z",
+        "shipping_address": {
+            "name": "Ada Lovelace",
+            "street": "12 St James's Square",
+            "city": "London",
+            "postcode": "SW1Y 4JH",
+            "country": "GB",
+        },
+        "items": [
+            {"sku": "BK-1843-NOTES", "title": "Sketch of the Analytical Engine, notes", "qty": 1, "unit_cents": 4200},
+            {"sku": "PN-0007-BRASS", "title": "Brass fountain pen, medium nib", "qty": 2, "unit_cents": 3150},
+            {"sku": "NB-0210-GRID", "title": "Grid notebook, A5, 192 pages", "qty": 3, "unit_cents": 1250},
+            {"sku": "IN-0031-BLUE", "title": "Bottled ink, blue-black, 50 ml", "qty": 1, "unit_cents": 1450},
+            {"sku": "CD-0100-PUNCH", "title": "Punched cards, pack of 100", "qty": 1, "unit_cents": 1500},
+        ],
+        "note": (
+            "Leave the parcel with the porter if nobody answers. The notebooks are a gift: please leave out the "
+            "invoice and add the gift card with the message below. Happy birthday, and may your engine never "
+            "stall on a carry. Call before delivery."
+        ),
+    },
+}
+PAYLOAD_NAME = os.environ.get(ENV_PAYLOAD) or "small"
+if PAYLOAD_NAME not in PAYLOADS:
+    raise SystemExit(f"{ENV_PAYLOAD}={PAYLOAD_NAME!r}: not one of {', '.join(PAYLOADS)}")
+PAYLOAD: dict[str, Any] = PAYLOADS[PAYLOAD_NAME]
 
 MODES = ("enqueue_single", "enqueue_bulk", "throughput", "latency")
 BULK_BATCH = 1000  # jobs per bulk call: realistic size, bounded memory
@@ -150,6 +192,14 @@ class Peer:
     config: Callable[[int], dict[str, Any]]  # settings reported in the JSON "config"
     enqueue_bulk: Callable[[int], None] | None = None  # None: the peer has no bulk API
     bulk_api: str = ""  # which call enqueue_bulk uses, and whether it batches round trips
+    # Processes that run for the whole measurement beside the workers (Jobconsole's database mirror): started
+    # before anything is enqueued, their process groups' CPU counted with the workers'. `prepare` runs first
+    # (a fresh database), `services_ready` says when they are up; `settle(n)` runs once the workers have
+    # finished n jobs, waits for the services to catch up and returns figures to add to the result.
+    services: Callable[[], list[list[str]]] | None = None
+    prepare: Callable[[], None] | None = None
+    services_ready: Callable[[], bool] | None = None
+    settle: Callable[[int], dict[str, Any]] | None = None
 
 
 def venv_bin(name: str) -> str:
@@ -384,42 +434,94 @@ def wait_for_marks(
 # --------------------------------------------------------------------------
 
 
+SERVICE_START_TIMEOUT_S = 60.0
+
+
+def pgids(procs: Sequence[subprocess.Popen[bytes]]) -> set[int]:
+    return {p.pid for p in procs}  # each was started as its own session and process group leader
+
+
 @dataclass
 class Run:
     peer: Peer
     client: CountingRedis
     args: argparse.Namespace
+    services: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def log_stem(self) -> Path:
         a = self.args
         return Path(a.log_dir) / f"{self.peer.name}-{a.mode}-w{a.workers}"
 
+    @contextmanager
+    def running_services(self) -> Iterator[None]:
+        """The peer's services (if any) around one whole measurement, started before its first enqueue."""
+        peer = self.peer
+        if peer.prepare is not None:
+            peer.prepare()
+        if peer.services is None:
+            yield
+            return
+        stem = self.log_stem.with_name(f"{self.log_stem.name}-service")
+        try:
+            self.services = start_workers(peer.services(), worker_env([]), stem, self.args.pgid_file)
+            deadline = time.monotonic() + SERVICE_START_TIMEOUT_S
+            while peer.services_ready is not None and not peer.services_ready():
+                check_alive(self.services, stem)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"services not ready after {SERVICE_START_TIMEOUT_S:.0f}s; see {stem}-0.log")
+                time.sleep(0.05)
+            yield
+        finally:
+            stop_workers(self.services)
+
+    def settle(self, jobs: int, cpu0: float) -> dict[str, Any]:
+        """Wait for the services to catch up with `jobs` finished jobs; their figures, and their CPU per job
+        since `cpu0` (what process_groups_cpu read before the enqueue)."""
+        if self.peer.settle is None:
+            return {}
+        result = self.peer.settle(jobs)
+        if self.services:
+            result["service_cpu_ms_per_job"] = round((process_groups_cpu(pgids(self.services)) - cpu0) * 1000 / jobs, 3)
+        return result
+
     def timed_enqueue(self, enqueue: Callable[[int], None], jobs: int) -> dict[str, Any]:
-        window = CmdWindow(self.client)
+        window, cpu = CmdWindow(self.client), CpuMeter(self.client)
         window.start()
+        cpu.start()
         t0 = time.perf_counter()
         enqueue(jobs)
         elapsed = time.perf_counter() - t0
+        redis_cpu = cpu.redis_s()
         cmds = window.stop()
         return {
             "jobs_per_s": round(jobs / elapsed, 1),
             "elapsed_s": round(elapsed, 3),
             "enqueue_cmds_per_job": round(cmds / jobs, 2),
+            # Redis's CPU (INFO cpu) over the enqueue loop per job: with a service running (the mirror), its
+            # reads of what the enqueue wrote count too.
+            "redis_cpu_us_per_enqueue": round(redis_cpu * 1e6 / jobs, 1),
         }
 
     def enqueue_single(self) -> dict[str, Any]:
-        return self.timed_enqueue(self.peer.enqueue_single, self.args.jobs)
+        with self.running_services():
+            return self.timed_enqueue(self.peer.enqueue_single, self.args.jobs)
 
     def enqueue_bulk(self) -> dict[str, Any]:
         if self.peer.enqueue_bulk is None:
             return {"jobs_per_s": None, "note": self.peer.bulk_api}
-        result = self.timed_enqueue(self.peer.enqueue_bulk, self.args.jobs)
+        with self.running_services():
+            result = self.timed_enqueue(self.peer.enqueue_bulk, self.args.jobs)
         return {**result, "bulk_api": self.peer.bulk_api, "batch": BULK_BATCH}
 
     def throughput(self) -> dict[str, Any]:
+        with self.running_services():
+            return self._throughput()
+
+    def _throughput(self) -> dict[str, Any]:
         jobs, workers = self.args.jobs, self.args.workers
         warm = max(1, jobs // 100)
+        service_cpu0 = process_groups_cpu(pgids(self.services))
         enq = self.timed_enqueue(self.peer.enqueue_single, jobs)
         window, cpu = CmdWindow(self.client), CpuMeter(self.client)
         procs: list[subprocess.Popen[bytes]] = []
@@ -433,13 +535,19 @@ class Run:
                 self.log_stem,
                 self.args.pgid_file,
             )
-            # CPU snapshots as the warm and the last mark arrive: the steady-state window's CPU.
+            # CPU snapshots as the warm and the last mark arrive: the steady-state window's CPU, the services'
+            # (the mirror's) included.
             at_mark: dict[int, tuple[float, float]] = {}
             marks = wait_for_marks(
-                self.client, {warm, jobs}, procs, self.log_stem, lambda k: at_mark.setdefault(k, cpu.snapshot(procs))
+                self.client,
+                {warm, jobs},
+                procs,
+                self.log_stem,
+                lambda k: at_mark.setdefault(k, cpu.snapshot(procs + self.services)),
             )
             redis_cpu = cpu.redis_s()
             worker_cmds = window.stop()
+            settled = self.settle(jobs, service_cpu0)  # the workers still run, as they would
         finally:
             stop_workers(procs)
         worker_cpu = cpu.children_s()
@@ -457,19 +565,25 @@ class Run:
             "enqueue_cmds_per_job": enq["enqueue_cmds_per_job"],
             "worker_cmds_per_job": round(peer_worker_cmds, 2),
             "enqueue_jobs_per_s": enq["jobs_per_s"],
-            # CPU per job while processing; worker CPU includes its start-up.
+            "enqueue_redis_cpu_us_per_job": enq["redis_cpu_us_per_enqueue"],
+            # CPU per job while processing; worker CPU includes its start-up (the worker CLIs only).
             "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
             "redis_cpu_us_per_job": round(redis_cpu * 1e6 / jobs, 1),
             # The same window as the rate (from the N/100-th completion to the N-th), without start-up: the
-            # cores the run kept busy (workers + Redis) and its CPU per job. Snapshots are taken as the marks
-            # arrive, a little after they were stamped, which the long window makes negligible.
+            # cores the run kept busy (workers, services + Redis) and its CPU per job. Snapshots are taken as
+            # the marks arrive, a little after they were stamped, which the long window makes negligible.
             "steady_worker_cpu_ms_per_job": round(window_worker_s * 1000 / (jobs - warm), 3),
             "steady_redis_cpu_us_per_job": round(window_redis_s * 1e6 / (jobs - warm), 1),
             "busy_cores": round((window_worker_s + window_redis_s) / span, 2) if span > 0 else None,
+            **settled,
             "method": THROUGHPUT_METHOD,
         }
 
     def latency(self) -> dict[str, Any]:
+        with self.running_services():
+            return self._latency()
+
+    def _latency(self) -> dict[str, Any]:
         samples = self.args.samples
         procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -483,10 +597,12 @@ class Run:
             self.peer.enqueue_single(1)
             wait_for_marks(self.client, {1}, procs, self.log_stem)
             time.sleep(0.5)
+            service_cpu0 = process_groups_cpu(pgids(self.services))
             cpu = CpuMeter(self.client)
             cpu.start()
             delays, calls = self._latency_samples(samples, procs)
             redis_cpu_s = cpu.redis_s()
+            settled = self.settle(samples + 1, service_cpu0)  # the warm-up job and the samples
         finally:
             stop_workers(procs)
         q = statistics.quantiles(delays, n=100, method="inclusive")
@@ -507,6 +623,7 @@ class Run:
             # Every sample, so that run_peers.py can pool the rounds of an alternated run.
             "delays_ms": [round(d, 3) for d in delays],
             "calls_ms": [round(c, 3) for c in calls],
+            **settled,
             "method": LATENCY_METHOD,
         }
 
@@ -585,6 +702,8 @@ def main(module_name: str) -> int:
     }
     if TASK_SLEEP_S:
         result["task_sleep_ms"] = TASK_SLEEP_S * 1000
+    result["payload"] = PAYLOAD_NAME
+    result["payload_bytes"] = len(json.dumps(PAYLOAD))
     rc = 0
     try:
         peer: Peer = importlib.import_module(module_name).PEER

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
 
     sys.exit(main("arq_bench"))
 
-from _common import AsyncRunner, Peer, record_job_async, redis_url, venv_bin
+from _common import PAYLOAD, AsyncRunner, Peer, record_job_async, redis_url, venv_bin
 from arq import ArqRedis, create_pool
 from arq.connections import RedisSettings
 
@@ -30,7 +30,7 @@ LOG_CONFIG: dict[str, Any] = {
 }
 
 
-async def noop(ctx: dict[str, Any], t_enq: float | None = None) -> None:
+async def noop(ctx: dict[str, Any], t_enq: float | None = None, **params: Any) -> None:
     # The worker's own connection pool does the bookkeeping INCR.
     await record_job_async(ctx["redis"], t_enq)
 
@@ -52,10 +52,10 @@ class _Client:
 
     async def enqueue_n(self, n: int) -> None:
         for _ in range(n):
-            await self.pool.enqueue_job("noop")
+            await self.pool.enqueue_job("noop", **PAYLOAD)
 
     async def enqueue_stamped(self) -> None:
-        await self.pool.enqueue_job("noop", time.time())
+        await self.pool.enqueue_job("noop", t_enq=time.time(), **PAYLOAD)
 
 
 _client: _Client | None = None

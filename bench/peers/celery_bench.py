@@ -15,7 +15,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
 
     sys.exit(main("celery_bench"))
 
-from _common import Peer, in_batches, record_job, redis_url, task_client, venv_bin
+from _common import PAYLOAD, Peer, in_batches, record_job, redis_url, task_client, venv_bin
 from celery import Celery, group
 
 QUEUE = "bench"
@@ -29,22 +29,22 @@ app.conf.update(
 
 
 @app.task(name="bench.noop")
-def noop(t_enq: float | None = None) -> None:
+def noop(t_enq: float | None = None, **params: Any) -> None:
     record_job(task_client(), t_enq)
 
 
 def enqueue_single(n: int) -> None:
     for _ in range(n):
-        noop.delay()
+        noop.delay(**PAYLOAD)
 
 
 def enqueue_probe() -> None:
-    noop.delay(time.time())
+    noop.delay(t_enq=time.time(), **PAYLOAD)
 
 
 def enqueue_bulk(n: int) -> None:
     for size in in_batches(n):
-        group(noop.s() for _ in range(size)).apply_async()
+        group(noop.s(**PAYLOAD) for _ in range(size)).apply_async()
 
 
 # Gossip, mingle and heartbeat are cluster chatter a single-queue benchmark

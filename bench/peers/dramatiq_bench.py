@@ -17,7 +17,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
     sys.exit(main("dramatiq_bench"))
 
 import dramatiq
-from _common import Peer, in_batches, record_job, redis_url, task_client, venv_bin
+from _common import PAYLOAD, Peer, in_batches, record_job, redis_url, task_client, venv_bin
 from dramatiq.brokers.redis import RedisBroker
 
 THREADS = 8  # the CLI default
@@ -31,22 +31,22 @@ dramatiq.set_broker(broker)
 
 
 @dramatiq.actor(broker=broker)
-def noop(t_enq: float | None = None) -> None:
+def noop(t_enq: float | None = None, **params: Any) -> None:
     record_job(task_client(), t_enq)
 
 
 def enqueue_single(n: int) -> None:
     for _ in range(n):
-        noop.send()
+        noop.send(**PAYLOAD)
 
 
 def enqueue_probe() -> None:
-    noop.send(time.time())
+    noop.send(t_enq=time.time(), **PAYLOAD)
 
 
 def enqueue_bulk(n: int) -> None:
     for size in in_batches(n):
-        dramatiq.group(noop.message() for _ in range(size)).run()
+        dramatiq.group(noop.message(**PAYLOAD) for _ in range(size)).run()
 
 
 def _worker_args(workers: int) -> list[str]:

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
 
     sys.exit(main("huey_bench"))
 
-from _common import Peer, in_batches, record_job, redis_url, task_client, venv_bin
+from _common import PAYLOAD, Peer, in_batches, record_job, redis_url, task_client, venv_bin
 from huey import RedisHuey
 
 # Blocking BRPOP dequeue is RedisHuey's default; a None return stores no result.
@@ -23,22 +23,24 @@ huey = RedisHuey("bench", url=redis_url())
 
 
 @huey.task()
-def noop(t_enq: float | None = None) -> None:
+def noop(t_enq: float | None = None, **params: Any) -> None:
     record_job(task_client(), t_enq)
 
 
 def enqueue_single(n: int) -> None:
     for _ in range(n):
-        noop()
+        noop(**PAYLOAD)
 
 
 def enqueue_probe() -> None:
-    noop(time.time())
+    noop(t_enq=time.time(), **PAYLOAD)
 
 
 def enqueue_bulk(n: int) -> None:
+    # task.map() takes positional arguments only; this is its loop with keyword arguments.
     for size in in_batches(n):
-        noop.map([()] * size)
+        for _ in range(size):
+            huey.enqueue(noop.s(**PAYLOAD))
 
 
 def _worker_args(workers: int) -> list[str]:
@@ -67,7 +69,10 @@ PEER = Peer(
     enqueue_single=enqueue_single,
     enqueue_probe=enqueue_probe,
     enqueue_bulk=enqueue_bulk,
-    bulk_api="task.map() per 1000 jobs; loops enqueue(), one LPUSH per job (no pipelining)",
+    bulk_api=(
+        "huey.enqueue(task.s(**params)) per job, as task.map() loops (map takes positional args only); "
+        "one LPUSH per job (no pipelining)"
+    ),
     worker_commands=worker_commands,
     config=config,
 )

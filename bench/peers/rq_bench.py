@@ -16,7 +16,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
     sys.exit(main("rq_bench"))
 
 import redis
-from _common import Peer, in_batches, record_job, redis_url, venv_bin
+from _common import PAYLOAD, Peer, in_batches, record_job, redis_url, venv_bin
 from rq import Queue, get_current_job
 
 QUEUE = "bench"
@@ -27,7 +27,7 @@ RESULT_TTL = 0
 queue = Queue(QUEUE, connection=redis.Redis.from_url(redis_url()))
 
 
-def noop(t_enq: float | None = None) -> None:
+def noop(t_enq: float | None = None, **params: Any) -> None:
     # The work horse already holds a connection; a second one per fork would
     # charge rq for the harness's bookkeeping.
     job = get_current_job()
@@ -37,16 +37,16 @@ def noop(t_enq: float | None = None) -> None:
 
 def enqueue_single(n: int) -> None:
     for _ in range(n):
-        queue.enqueue(noop, result_ttl=RESULT_TTL)
+        queue.enqueue(noop, kwargs=PAYLOAD, result_ttl=RESULT_TTL)
 
 
 def enqueue_probe() -> None:
-    queue.enqueue(noop, time.time(), result_ttl=RESULT_TTL)
+    queue.enqueue(noop, kwargs={"t_enq": time.time(), **PAYLOAD}, result_ttl=RESULT_TTL)
 
 
 def enqueue_bulk(n: int) -> None:
     for size in in_batches(n):
-        queue.enqueue_many([Queue.prepare_data(noop, result_ttl=RESULT_TTL) for _ in range(size)])
+        queue.enqueue_many([Queue.prepare_data(noop, kwargs=PAYLOAD, result_ttl=RESULT_TTL) for _ in range(size)])
 
 
 def _worker_args(index: int | str) -> list[str]:

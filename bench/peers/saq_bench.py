@@ -15,7 +15,7 @@ if __name__ == "__main__":  # delegate so the worker and we share one module nam
 
     sys.exit(main("saq_bench"))
 
-from _common import AsyncRunner, Peer, record_job_async, redis_url, venv_bin
+from _common import PAYLOAD, AsyncRunner, Peer, record_job_async, redis_url, venv_bin
 from saq import Queue
 
 CONCURRENCY = 10  # SAQ's default per worker process
@@ -25,7 +25,7 @@ JOB_TTL = -1
 queue = Queue.from_url(redis_url(), name="bench")
 
 
-async def noop(ctx: dict[str, Any], *, t_enq: float | None = None) -> None:
+async def noop(ctx: dict[str, Any], *, t_enq: float | None = None, **params: Any) -> None:
     # The worker's own queue connection does the bookkeeping INCR.
     await record_job_async(ctx["worker"].queue.redis, t_enq)
 
@@ -46,10 +46,10 @@ class _Client:
 
     async def enqueue_n(self, n: int) -> None:
         for _ in range(n):
-            await queue.enqueue("noop", ttl=JOB_TTL)
+            await queue.enqueue("noop", ttl=JOB_TTL, **PAYLOAD)
 
     async def enqueue_stamped(self) -> None:
-        await queue.enqueue("noop", ttl=JOB_TTL, t_enq=time.time())
+        await queue.enqueue("noop", ttl=JOB_TTL, t_enq=time.time(), **PAYLOAD)
 
 
 _client: _Client | None = None
