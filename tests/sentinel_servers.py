@@ -76,7 +76,8 @@ class SentinelSetup:
 
     def _data_args(self, node: Node) -> list[str]:
         return [
-            "--port", str(node.port), "--bind", "127.0.0.1", "--dir", str(node.dir), "--logfile", str(node.dir / "redis.log"),
+            "--port", str(node.port), "--bind", "127.0.0.1", "--dir", str(node.dir),
+            "--logfile", str(node.dir / "redis.log"),
             "--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", "", "--maxmemory-policy", "noeviction",
             "--repl-diskless-sync-delay", "0", "--enable-debug-command", "local",
         ]  # fmt: skip
