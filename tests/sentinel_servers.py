@@ -60,9 +60,16 @@ class SentinelSetup:
     """`primary` and `replica` data nodes and `count` Sentinels (quorum: a majority) watching service "jc"."""
 
     def __init__(
-        self, directory: Path, count: int = 3, down_after_ms: int = 1000, appendfsync: str = "everysec"
+        self,
+        directory: Path,
+        count: int = 3,
+        down_after_ms: int = 1000,
+        appendfsync: str = "everysec",
+        primary_via: int | None = None,
     ) -> None:
+        """`primary_via`: a port (a proxy's) through which the replica and the Sentinels reach the primary."""
         self.dir = directory
+        self.primary_via = primary_via
         self.primary = Node(directory, "primary")
         self.replica = Node(directory, "replica")
         self.sentinels = [Node(directory, f"sentinel{i}") for i in range(count)]
@@ -73,6 +80,10 @@ class SentinelSetup:
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    @property
+    def watched_port(self) -> int:
+        return self.primary_via or self.primary.port
 
     def _data_args(self, node: Node) -> list[str]:
         return [
@@ -85,7 +96,7 @@ class SentinelSetup:
     def start(self) -> "SentinelSetup":
         self.primary.start(self._data_args(self.primary))
         self._wait(lambda: self.primary.client().ping(), "the primary to answer")
-        self.replica.start([*self._data_args(self.replica), "--replicaof", "127.0.0.1", str(self.primary.port)])
+        self.replica.start([*self._data_args(self.replica), "--replicaof", "127.0.0.1", str(self.watched_port)])
         self._wait(lambda: self.replica.client().info("replication").get("master_link_status") == "up", "replication")
         quorum = len(self.sentinels) // 2 + 1
         for node in self.sentinels:
@@ -93,7 +104,7 @@ class SentinelSetup:
             config = node.dir / "sentinel.conf"  # Sentinel rewrites its config file: it must be writable
             config.write_text(
                 f"port {node.port}\nbind 127.0.0.1\ndir {node.dir}\nlogfile {node.dir / 'redis.log'}\n"
-                f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} {quorum}\n"
+                f"sentinel monitor {SERVICE} 127.0.0.1 {self.watched_port} {quorum}\n"
                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {SERVICE} 2000\nsentinel parallel-syncs {SERVICE} 1\n"
             )
