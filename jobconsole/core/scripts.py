@@ -92,6 +92,21 @@ def run_many(client: "redis.Redis", calls: Sequence[Call], *, spin_s: float = 0.
     return results
 
 
+def _evalsha(name: str, keys: Sequence[str], args: Sequence[Arg]) -> list[Arg]:
+    return ["EVALSHA", load(name).sha, len(keys), *keys, *args]
+
+
+_wires: "WeakKeyDictionary[redis.ConnectionPool, Wire]" = WeakKeyDictionary()
+
+
+def _wire(client: "redis.Redis") -> Wire:
+    pool = client.connection_pool
+    wire = _wires.get(pool)
+    if wire is None:
+        wire = _wires[pool] = Wire(client)
+    return wire
+
+
 def run_many_replicated(
     client: "redis.Redis", calls: Sequence[Call], replicas: int, timeout_ms: int, *, spin_s: float = 0.0
 ) -> tuple[list[Any], int]:
@@ -111,18 +126,3 @@ def run_many_replicated(
     if isinstance(acknowledged, Exception):
         raise acknowledged
     return results, int(acknowledged)
-
-
-def _evalsha(name: str, keys: Sequence[str], args: Sequence[Arg]) -> list[Arg]:
-    return ["EVALSHA", load(name).sha, len(keys), *keys, *args]
-
-
-_wires: "WeakKeyDictionary[redis.ConnectionPool, Wire]" = WeakKeyDictionary()
-
-
-def _wire(client: "redis.Redis") -> Wire:
-    pool = client.connection_pool
-    wire = _wires.get(pool)
-    if wire is None:
-        wire = _wires[pool] = Wire(client)
-    return wire
