@@ -146,6 +146,27 @@ def schedule_from_settings(name: str, spec: Mapping[str, Any]) -> Schedule:
 SETTINGS: tuple[Setting, ...] = (
     Setting("REDIS_URL", "redis://127.0.0.1:6379/0", "the Redis holding queues, jobs and events", env="REDIS_URL"),
     Setting(
+        "ENQUEUE_REPLICAS",
+        0,
+        "after each enqueue, wait until this many replicas acknowledged it (Redis WAIT) or raise NotReplicated; "
+        "0 waits for none",
+        env="JOBCONSOLE_ENQUEUE_REPLICAS",
+        check=lambda value: None if value >= 0 else "must be 0 or more",
+    ),
+    Setting(
+        "ENQUEUE_REPLICAS_TIMEOUT",
+        1.0,
+        "seconds an enqueue waits for ENQUEUE_REPLICAS replicas",
+        env="JOBCONSOLE_ENQUEUE_REPLICAS_TIMEOUT",
+        check=lambda value: None if 0 < value <= 5 else "must be above 0 and at most 5 seconds",
+    ),
+    Setting(
+        "HOST_ID",
+        "",
+        "the host a runworker names in its worker id and registry entry; empty: the machine's host name",
+        env="JOBCONSOLE_HOST_ID",
+    ),
+    Setting(
         "TASK_MODULES",
         [],
         "modules imported at start-up to register tasks, besides every installed app's "
@@ -381,6 +402,9 @@ class Config(TypedDict):
     """What get_config() returns; every key is present. Read it, never change it (it is shared)."""
 
     REDIS_URL: str
+    ENQUEUE_REPLICAS: int
+    ENQUEUE_REPLICAS_TIMEOUT: float
+    HOST_ID: str
     TASK_MODULES: list[str]
     STRICT_ENQUEUE: bool
     CLIENT_SPIN_US: int

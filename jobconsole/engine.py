@@ -27,6 +27,8 @@ def get_client() -> Client:
         events_maxlen=config["EVENTS_MAXLEN"],
         finished_ttl=retention().completed,
         spin_us=config["CLIENT_SPIN_US"],
+        replicas=config["ENQUEUE_REPLICAS"],
+        replicas_timeout=config["ENQUEUE_REPLICAS_TIMEOUT"],
     )
 
 

@@ -5,14 +5,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.exceptions import OutOfMemoryError
 
 from jobconsole.core import keys
 from jobconsole.core.connection import require_decoded
-from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, RedisFull, UnknownTask
+from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, NotReplicated, RedisFull, UnknownTask
 from jobconsole.core.groups import Group
 from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
@@ -107,10 +107,18 @@ class Client:
         events_maxlen: int = 100_000,
         finished_ttl: float = 86_400.0,
         spin_us: int = DEFAULT_SPIN_US,
+        replicas: int = 0,
+        replicas_timeout: float = 1.0,
     ) -> None:
         require_decoded(connection)
         if spin_us < 0:
             raise ValueError("spin_us must be 0 (never spin) or more")
+        if replicas < 0 or replicas_timeout <= 0:
+            raise ValueError("replicas must be 0 (do not wait) or more, and replicas_timeout above 0 seconds")
+        # replicas > 0: every enqueue is followed by Redis's WAIT in the same round trip and raises NotReplicated
+        # unless that many replicas acknowledged it within replicas_timeout (0: no WAIT, nothing added).
+        self.replicas = replicas
+        self.replicas_timeout_ms = max(1, int(replicas_timeout * 1000))
         self.spin_s = spin_us / 1e6  # an enqueue's wait for its reply (core/wire.py)
         self.redis = connection
         self.store = Store(connection, events_maxlen=events_maxlen)
@@ -131,11 +139,23 @@ class Client:
         try:
             if p.queue not in self._known_queues:
                 self._register_queues({p.queue})
-            [result] = self.store.run(
-                self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args), spin_s=self.spin_s
-            )
+            call = self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args)
+            if self.replicas:
+                return self._send_replicated(call)
+            [result] = self.store.run(call, spin_s=self.spin_s)
         except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
             raise RedisFull([p.id]) from exc
+        return result
+
+    def _send_replicated(self, call: Call[list[EnqueueResult]]) -> EnqueueResult:
+        [reply], acknowledged = self.store.run_replicated(
+            [call], self.replicas, self.replicas_timeout_ms, spin_s=self.spin_s
+        )
+        if isinstance(reply, Exception):
+            raise reply
+        [result] = cast(list[EnqueueResult], reply)
+        if acknowledged < self.replicas:
+            raise NotReplicated([result], acknowledged, self.replicas)
         return result
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
@@ -151,6 +171,9 @@ class Client:
             except RedisFull as full:
                 unsent = [p.id for p in prepared[start + batch_size :]]
                 raise RedisFull(full.refused + unsent, results + full.accepted) from full.__cause__
+            except NotReplicated as slow:
+                unsent = [p.id for p in prepared[start + batch_size :]]
+                raise NotReplicated(results + slow.accepted, slow.acknowledged, slow.wanted, unsent) from None
         return results
 
     def check(self, spec: JobSpec) -> str:
@@ -230,7 +253,10 @@ class Client:
         try:
             if new_queues:
                 self._register_queues(new_queues)
-            replies = self.store.run_many(calls)
+            if self.replicas:
+                replies, acknowledged = self.store.run_replicated(calls, self.replicas, self.replicas_timeout_ms)
+            else:
+                replies = self.store.run_many(calls)
         except OutOfMemoryError as exc:
             raise RedisFull([p.id for p in batch]) from exc
         found: dict[str, EnqueueResult] = {}
@@ -246,6 +272,8 @@ class Client:
         if full is not None:
             refused = [p.id for p in batch if p.id not in found]
             raise RedisFull(refused, [found[p.id] for p in batch if p.id in found]) from full
+        if self.replicas and acknowledged < self.replicas:
+            raise NotReplicated([found[p.id] for p in batch], acknowledged, self.replicas)
         return [found[p.id] for p in batch]
 
     def _register_queues(self, queues: set[str]) -> None:

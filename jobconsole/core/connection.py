@@ -1,10 +1,13 @@
-"""Redis connections for the engine: decoded strings, timeouts, and retries that ride out short outages."""
+"""Redis connections for the engine: decoded strings, timeouts, and retries that ride out short outages.
+A `redis+sentinel://` URL names a primary that Redis Sentinel fails over (core/sentinel.py)."""
 
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
+
+from jobconsole.core import sentinel
 
 
 def connect(url: str, **overrides: Any) -> "redis.Redis":
@@ -21,6 +24,8 @@ def connect(url: str, **overrides: Any) -> "redis.Redis":
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         **overrides,
     }
+    if sentinel.is_sentinel_url(url):
+        return sentinel.primary(url, options)
     return redis.Redis.from_url(url, **options)
 
 
@@ -29,6 +34,8 @@ def without_retries(connection: "redis.Redis") -> "redis.Redis":
     a claim is not safe to repeat blindly, so the worker handles connection errors itself."""
     pool = connection.connection_pool
     kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "retry_on_error": []}
+    if sentinel.is_sentinel_pool(pool):  # a pool of its own that follows the same Sentinels
+        return redis.Redis(connection_pool=sentinel.pool_like(pool, kwargs))
     return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
 
 

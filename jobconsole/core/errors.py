@@ -60,6 +60,28 @@ class RedisFull(JobQueueError):
         )
 
 
+class NotReplicated(JobQueueError):
+    """Redis accepted the jobs, but fewer than `wanted` replicas acknowledged them within the timeout (the
+    client's `replicas` option: WAIT after the enqueue). The jobs exist on the primary and may run; if the
+    primary fails before a replica has them, a failover loses them. Enqueuing the same ids again is safe (an
+    id already there is left as it is) and waits for the replicas again. `accepted`: the results of the jobs
+    Redis took; `unsent`: the ids of later batches of the same call, not sent."""
+
+    def __init__(
+        self, accepted: Sequence["EnqueueResult"], acknowledged: int, wanted: int, unsent: Sequence[str] = ()
+    ) -> None:
+        self.accepted = list(accepted)
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+        self.unsent = list(unsent)
+        count = "1 job" if len(self.accepted) == 1 else f"{len(self.accepted)} jobs"
+        super().__init__(
+            f"{count} enqueued on the primary, but only {acknowledged} of {wanted} replicas acknowledged in time: "
+            "the jobs exist and may run, but a failover now could lose them"
+            + (f"; {len(self.unsent)} more not sent" if self.unsent else "")
+        )
+
+
 class LeaseLost(JobQueueError):
     """This worker's lease on the job is no longer valid (expired, recovered, or given to another worker)."""
 

@@ -111,3 +111,24 @@ def _wire(client: "redis.Redis") -> Wire:
     if wire is None:
         wire = _wires[pool] = Wire(client)
     return wire
+
+
+def run_many_replicated(
+    client: "redis.Redis", calls: Sequence[Call], replicas: int, timeout_ms: int, *, spin_s: float = 0.0
+) -> tuple[list[Any], int]:
+    """`run_many`, then WAIT `replicas` `timeout_ms` in the same write on the same connection (so no extra
+    round trip): the results, and how many replicas acknowledged every write of that connection so far."""
+    wire = _wire(client)
+    wait: list[Arg] = ["WAIT", replicas, timeout_ms]
+    results = wire.execute([*(_evalsha(name, keys, args) for name, keys, args in calls), wait], spin_s)
+    acknowledged = results.pop()
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:  # as in run_many; the retried calls' own WAIT counts then
+        load_all(client)
+        retried = wire.execute([*(_evalsha(*calls[i]) for i in missing), wait])
+        acknowledged = retried.pop()
+        for i, r in zip(missing, retried, strict=True):
+            results[i] = r
+    if isinstance(acknowledged, Exception):
+        raise acknowledged
+    return results, int(acknowledged)

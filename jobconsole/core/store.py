@@ -157,6 +157,17 @@ class Store:
         replies = scripts.run_many(self.redis, [(c.script, c.keys, c.args) for c in calls])
         return [r if isinstance(r, Exception) else c.decode(r) for c, r in zip(calls, replies, strict=True)]
 
+    def run_replicated(
+        self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int, *, spin_s: float = 0.0
+    ) -> tuple[list[Any], int]:
+        """`run_many`, then Redis's WAIT in the same round trip: the results, and how many replicas acknowledged
+        the writes within `timeout_ms` (client.py's `replicas`)."""
+        replies, acknowledged = scripts.run_many_replicated(
+            self.redis, [(c.script, c.keys, c.args) for c in calls], replicas, timeout_ms, spin_s=spin_s
+        )
+        decoded = [r if isinstance(r, Exception) else c.decode(r) for c, r in zip(calls, replies, strict=True)]
+        return decoded, acknowledged
+
     def load_scripts(self) -> None:
         scripts.load_all(self.redis)
 

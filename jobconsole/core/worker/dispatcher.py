@@ -66,6 +66,7 @@ class Worker:
         shutdown_grace: float = 10.0,
         name: str | None = None,
         queue_weights: dict[str, int] | None = None,
+        host: str | None = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -83,7 +84,7 @@ class Worker:
         self.events_maxlen = events_maxlen
         self.retention = retention or Retention()
         self.shutdown_grace = shutdown_grace
-        self.host = socket.gethostname()
+        self.host = host or socket.gethostname()  # the registry's host; runworker: JOBCONSOLE_HOST_ID
         self.pid = os.getpid()
         self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         self.identity = WorkerIdentity(self.id, self.host, self.pid)

@@ -111,13 +111,14 @@ class Command(BaseCommand):
                 shutdown_grace=config["SHUTDOWN_GRACE"],
                 name=options["name"],
                 queue_weights=weights,
+                host=config["HOST_ID"] or None,
             )
             system = None
             if not options["no_system_worker"] and not options["burst"] and options["max_tasks"] is None:
                 system = Worker(
                     get_redis(), [SYSTEM_QUEUE], default_registry, concurrency=bulk_config()["CONCURRENCY"],
                     maintenance=False, events_maxlen=config["EVENTS_MAXLEN"], retention=retention(),
-                    shutdown_grace=config["SHUTDOWN_GRACE"], name=f"{worker.id}:system",
+                    shutdown_grace=config["SHUTDOWN_GRACE"], name=f"{worker.id}:system", host=worker.host,
                 )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
