@@ -8,6 +8,7 @@ writes var/bench/peers.json.  Stdlib only, so any python3 can run it.
     bash bench/setup_peers.sh             # once; run_peers.py also calls it
     python3 bench/run_peers.py            # full run, 20,000 jobs
     python3 bench/run_peers.py --quick --peers huey,rq
+    python3 bench/run_peers.py --payload small,1kb --database-url postgres://user@host/db   # every row, both payloads
 """
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ class PeerSpec:
 
 VENV_A = VAR / "venv-a" / "bin" / "python"
 VENV_B = VAR / "venv-b" / "bin" / "python"
+JC_PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+def jc_env(variant: str, database_url: str = "") -> tuple[tuple[str, str], ...]:
+    """Jobconsole's adapter environment: which processes run (JOBCONSOLE_BENCH_VARIANT) and the database (empty:
+    a fresh SQLite file). Both are always set, so that nothing in the caller's environment changes a row."""
+    return (
+        ("JOBCONSOLE_BENCH_VARIANT", variant),
+        ("JOBCONSOLE_BENCH_DATABASE_URL", database_url),
+        ("JOBCONSOLE_BENCH_MIRROR", ""),
+    )
+
 
 PEERS: dict[str, PeerSpec] = {
     "huey": PeerSpec(VENV_A),
@@ -67,16 +80,25 @@ PEERS: dict[str, PeerSpec] = {
     "rq": PeerSpec(VENV_A, max_throughput_jobs=2_000),
     "arq": PeerSpec(VENV_B),
     "saq": PeerSpec(VENV_B),
-    # Jobconsole: bench/peers/jobconsole_bench.py, run by the project's own venv.
-    "jobconsole": PeerSpec(ROOT / ".venv" / "bin" / "python"),
-    # The same, with the database mirror consuming every event while the workers run.
-    "jobconsole+mirror": PeerSpec(
-        ROOT / ".venv" / "bin" / "python",
+    # Jobconsole (bench/peers/jobconsole_bench.py, run by the project's own venv) as the Procfile ships it: its
+    # worker command and one `runmirror` process, on a fresh SQLite database.
+    "jobconsole": PeerSpec(JC_PYTHON, env=jc_env("defaults")),
+    # The same on PostgreSQL (--database-url; the URL is filled in by main, the row skipped without one).
+    "jobconsole+pg": PeerSpec(JC_PYTHON, adapter="jobconsole", env=jc_env("defaults")),
+    # The engine alone: the Procfile's worker with --no-mirror and no mirror process.
+    "jobconsole-engine": PeerSpec(JC_PYTHON, adapter="jobconsole", env=jc_env("engine")),
+    # A lone `runworker` (its mirror in a thread): why the Procfile has a mirror process. No worker runs while
+    # jobs are enqueued, so its enqueue rates would be the engine's.
+    "jobconsole+thread": PeerSpec(
+        JC_PYTHON,
         adapter="jobconsole",
-        env=(("JOBCONSOLE_BENCH_MIRROR", "1"),),
-        plan=(("throughput", 1), ("throughput", 2)),
+        env=jc_env("thread"),
+        plan=(("throughput", 1), ("throughput", 2), ("latency", 1)),
     ),
 }
+# The rows whose ratios to the best peer the run prints: the defaults (the headline) and the engine alone.
+HEADLINE = ("jobconsole", "jobconsole+pg", "jobconsole-engine")
+PAYLOAD_NAMES = ("none", "small", "1kb")  # bench/peers/_common.py PAYLOADS
 
 # (mode, workers) in run order; workers=0 means "no worker" (enqueue only).
 PLAN: list[tuple[str, int]] = [
@@ -242,7 +264,7 @@ def run_once(name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs:
         status += f"  {jps:,.0f} jobs/s"
     if isinstance(p50 := result.get("p50_ms"), float):
         status += f"  p50 {p50:.2f} ms"
-    log(f"{name:<9} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}")
+    log(f"{name:<18} {mode:<14} w{workers}  {time.monotonic() - t0:6.1f}s  {status}")
     return result
 
 
@@ -269,7 +291,7 @@ def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     delays = [d for r in ok for d in r["delays_ms"]]
     calls = [c for r in ok for c in r["calls_ms"]]
     q = statistics.quantiles(delays, n=100, method="inclusive")
-    pooled: dict[str, Any] = {k: v for k, v in ok[0].items() if k not in ("delays_ms", "calls_ms")}
+    pooled: dict[str, Any] = {k: v for k, v in ok[0].items() if k not in ("delays_ms", "calls_ms", "mirror_lags_ms")}
     pooled.update(
         samples=len(delays),
         p50_ms=round(q[49], 3),
@@ -281,6 +303,17 @@ def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         redis_cpu_us_per_pickup=round(statistics.fmean(r["redis_cpu_us_per_pickup"] for r in ok), 1),
         round_p50_ms=[r["p50_ms"] for r in ok],
     )
+    if all(r.get("mirror_lags_ms") for r in ok):  # the mirror's lag, every round's jobs pooled too
+        lags = [v for r in ok for v in r["mirror_lags_ms"]]
+        lq = statistics.quantiles(lags, n=100, method="inclusive")
+        pooled.update(
+            mirror_lag_p50_ms=round(lq[49], 1),
+            mirror_lag_p99_ms=round(lq[98], 1),
+            mirror_lag_max_ms=round(max(lags), 1),
+            mirror_last_commit_ms=max(r["mirror_last_commit_ms"] for r in ok),
+            service_cpu_ms_per_job=ok[0].get("service_cpu_ms_per_job")
+            and round(statistics.fmean(r["service_cpu_ms_per_job"] for r in ok), 3),
+        )
     return pooled
 
 
@@ -337,6 +370,10 @@ TABLE_COLUMNS = [
     ("p50 ms", "latency", 1, "p50_ms", 2),
     ("p95 ms", "latency", 1, "p95_ms", 2),
     ("p99 ms", "latency", 1, "p99_ms", 2),
+    ("redis µs/job", "throughput", 1, "steady_redis_cpu_us_per_job", 0),
+    ("redis µs/enq", "enqueue_single", 0, "redis_cpu_us_per_enqueue", 0),
+    ("lag p50 ms", "throughput", 1, "mirror_lag_p50_ms", 0),
+    ("lag p99 ms", "throughput", 1, "mirror_lag_p99_ms", 0),
     ("cmds/job", "throughput", 1, "redis_cmds_per_job", 1),
     ("cpu ms/job", "throughput", 1, "steady_worker_cpu_ms_per_job", 3),
 ]
@@ -363,19 +400,28 @@ def table(results: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(lines)
 
 
-COMPARED = {"thru 1w/s", "thru 2w/s", "enq 1-by-1/s", "enq bulk/s", "p50 ms", "p95 ms", "p99 ms"}
+COMPARED = {
+    "thru 1w/s", "thru 2w/s", "enq 1-by-1/s", "enq bulk/s", "p50 ms", "p95 ms", "p99 ms",
+    "redis µs/job", "redis µs/enq",
+}  # fmt: skip
+LOWER_IS_BETTER = ("_ms", "_us_per_job", "_us_per_enqueue")  # latencies and CPU costs; rates are higher-better
+
+
+def is_peer(name: str) -> bool:
+    """A system Jobconsole is compared with (not one of its own rows, nor a baseline's)."""
+    return not name.startswith("jobconsole")
 
 
 def ratios(results: list[dict[str, Any]], peers: list[str], ours: str = "jobconsole") -> str:
     """Jobconsole's figure against the best peer's in this run (>1x = Jobconsole is better)."""
-    others = [p for p in peers if not p.startswith("jobconsole")]
+    others = [p for p in peers if is_peer(p)]
     if ours not in peers or not others:
         return ""
     lines = [f"{ours} vs the best peer in this run (speedup > 1 = {ours} is better):"]
     for header, mode, workers, field, digits in TABLE_COLUMNS:
         if header not in COMPARED:
             continue
-        higher_is_better = not field.endswith("_ms")  # rates up, latencies down
+        higher_is_better = not field.endswith(LOWER_IS_BETTER)
         mine = pick(results, ours, mode, workers).get(field)
         theirs = [(pick(results, p, mode, workers).get(field), p) for p in others]
         theirs = [(v, p) for v, p in theirs if isinstance(v, (int, float)) and v > 0]
@@ -417,7 +463,7 @@ def pickup_rounds(results: list[dict[str, Any]], peers: list[str], ours: str = "
     """Each latency round's p50, ours against the best peer of the same round: an idle pick-up differs by a
     few hundredths of a millisecond between the fastest systems, less than one round's spread on this VM."""
     mine = pick(results, ours, "latency", 1).get("round_p50_ms") or []
-    others = [(p, pick(results, p, "latency", 1).get("round_p50_ms") or []) for p in peers if p != ours]
+    others = [(p, pick(results, p, "latency", 1).get("round_p50_ms") or []) for p in peers if is_peer(p)]
     others = [(p, r) for p, r in others if len(r) == len(mine)]
     if len(mine) < 2 or not others:
         return ""
@@ -448,6 +494,33 @@ def pickup_path(results: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
+def mirror_lag(results: list[dict[str, Any]], peers: list[str]) -> str:
+    """The database mirror's lag per job (synced_at - finished_at: when the mirror read the job's final state, its
+    commit following in the same batch), the last job's finish to the moment every row was seen committed, and
+    the mirror process's CPU per job (enqueue and drain events; in the latency run, the idle gaps too)."""
+    lines = [
+        "database mirror after each run, ms (lag = synced_at - finished_at per job; last commit = the last job's "
+        "finish to every row seen committed; mirror CPU = runmirror's CPU per job):"
+    ]
+    for peer in peers:
+        for mode, workers, label in (
+            ("throughput", 1, "1 worker"),
+            ("throughput", 2, "2 workers"),
+            ("latency", 1, "idle"),
+        ):
+            r = pick(results, peer, mode, workers)
+            if not r.get("ok") or r.get("mirror_lag_p50_ms") is None:
+                continue
+            line = (
+                f"  {peer:<18} {label:<9}  lag p50 {r['mirror_lag_p50_ms']:7.1f}  p99 {r['mirror_lag_p99_ms']:7.1f}"
+                f"  max {r['mirror_lag_max_ms']:7.1f}   last commit {r['mirror_last_commit_ms']:7.1f}"
+            )
+            if (cpu := r.get("service_cpu_ms_per_job")) is not None:
+                line += f"   mirror CPU {cpu:6.3f} ms/job"
+            lines.append(line)
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 def write_results(results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     RESULTS_FILE.parent.mkdir(parents=True, exist_ok=True)
     ignore = RESULTS_FILE.parent / ".gitignore"
@@ -473,6 +546,16 @@ def parse_args() -> argparse.Namespace:
         "--latency-rounds", type=int,
         help="latency runs of each peer, taking turns; all their samples are pooled (default: --repeat)",
     )  # fmt: skip
+    p.add_argument(
+        "--payload", default="small",
+        help=f"the jobs' parameters, the same for every system: {'|'.join(PAYLOAD_NAMES)}, or a comma list to "
+        "measure each in turn (default: small)",
+    )  # fmt: skip
+    p.add_argument(
+        "--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""),
+        help="PostgreSQL for the jobconsole+pg row; it is migrated and FLUSHED before every run "
+        "(default: $BENCH_DATABASE_URL; without one the row is skipped)",
+    )  # fmt: skip
     p.add_argument("--redis-url", help="use this Redis instead of a private one (it gets FLUSHALLed!)")
     p.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     p.add_argument("--no-setup", action="store_true", help="do not run bench/setup_peers.sh first")
@@ -487,8 +570,17 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def add_baseline(ref: str) -> list[str]:
-    """Peers running another commit's Jobconsole (its files unpacked under var/bench/, this checkout's venv)."""
+def parse_payloads(arg: str) -> list[str]:
+    names = list(dict.fromkeys(n.strip() for n in arg.split(",") if n.strip()))
+    unknown = [n for n in names if n not in PAYLOAD_NAMES]
+    if unknown or not names:
+        sys.exit(f"--payload: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(PAYLOAD_NAMES)}")
+    return names
+
+
+def add_baseline(ref: str) -> tuple[list[str], list[str]]:
+    """Rows running another commit's Jobconsole (its files unpacked under var/bench/, this checkout's venv), and
+    notes on what that commit's adapter cannot measure."""
     sha = subprocess.run(
         ["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -501,11 +593,30 @@ def add_baseline(ref: str) -> list[str]:
         subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
         partial.rename(tree)
         log(f"unpacked {ref} ({sha}) into {tree.relative_to(ROOT)}")
+    adapter = tree / "bench" / "peers" / "jobconsole_bench.py"
+    common = tree / "bench" / "peers" / "_common.py"
+    if "JOBCONSOLE_BENCH_VARIANT" in adapter.read_text():  # an adapter of this one's kind: every row maps
+        rows = {name: PEERS[name] for name in ("jobconsole", "jobconsole+pg", "jobconsole-engine", "jobconsole+thread")}
+        notes = []
+    else:
+        # Older adapters know one switch, JOBCONSOLE_BENCH_MIRROR=1: the mirror in a thread of the workers.
+        rows = {
+            "jobconsole-engine": replace(PEERS["jobconsole-engine"], env=()),
+            "jobconsole+thread": replace(PEERS["jobconsole+thread"], env=(("JOBCONSOLE_BENCH_MIRROR", "1"),)),
+        }
+        notes = [
+            f"baseline {sha}: its adapter knows only JOBCONSOLE_BENCH_MIRROR, so it has no jobconsole@{sha} or "
+            f"jobconsole+pg@{sha} row (no mirror process); jobconsole-engine@{sha} is its plain row (its worker "
+            f"with --concurrency 10, the mirror off) and jobconsole+thread@{sha} its mirror row (the mirror in the "
+            "workers, SQLite), reporting no mirror lag"
+        ]
+    if "BENCH_PAYLOAD" not in common.read_text():
+        notes.append(f"baseline {sha}: its adapter ignores --payload (its jobs carry no parameters)")
     names = []
-    for name in ("jobconsole", "jobconsole+mirror"):
-        PEERS[f"{name}@{sha}"] = replace(PEERS[name], root=tree, adapter="jobconsole")
+    for name, spec in rows.items():
+        PEERS[f"{name}@{sha}"] = replace(spec, root=tree, adapter="jobconsole")
         names.append(f"{name}@{sha}")
-    return names
+    return names, notes
 
 
 def select_peers(arg: str | None) -> list[str]:
@@ -521,6 +632,20 @@ def select_peers(arg: str | None) -> list[str]:
     return available
 
 
+def use_database(peers: list[str], url: str) -> list[str]:
+    """Point the +pg rows at `url`, or drop them (with a note) when there is none."""
+    pg = [n for n in peers if n.split("@")[0] == "jobconsole+pg"]
+    if not url:
+        for name in pg:
+            log(f"skipping {name}: no PostgreSQL given (--database-url or BENCH_DATABASE_URL)")
+        return [n for n in peers if n not in pg]
+    for name in pg:
+        env = dict(PEERS[name].env)
+        env["JOBCONSOLE_BENCH_DATABASE_URL"] = url
+        PEERS[name] = replace(PEERS[name], env=tuple(env.items()))
+    return peers
+
+
 def ensure_ready(peers: list[str], no_setup: bool) -> None:
     if not no_setup and any(PEERS[n].python in (VENV_A, VENV_B) for n in peers):
         subprocess.run(["bash", str(ROOT / "bench" / "setup_peers.sh")], check=True)
@@ -534,8 +659,10 @@ def footer(peers: list[str], jobs: int, samples: int, repeat: int, latency_round
     return (
         f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; best of {repeat}), "
         f"{samples} latency samples x {latency_rounds} rounds, {duration_s:.0f}s total. "
-        "cmds/job = Redis commands per job for enqueue + 1-worker processing, "
-        "harness bookkeeping excluded; cpu ms/job = 1-worker process CPU per job over the measured window; "
+        "cmds/job = Redis commands per job for enqueue + 1-worker processing, harness bookkeeping excluded; "
+        "redis µs/job = Redis CPU per job while 1 worker drains (steady window); redis µs/enq = Redis CPU per "
+        "job of the one-by-one enqueue; lag = the mirror's synced_at - finished_at (1 worker); "
+        "cpu ms/job = 1-worker process CPU per job over the measured window (the mirror process's included); "
         "enq bulk '-' = the peer has no bulk enqueue API (reason in peers.json)."
     )
 
@@ -555,15 +682,45 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def payload_header(payload: str, results: list[dict[str, Any]]) -> str:
+    size = next((r["payload_bytes"] for r in results if r.get("payload_bytes") is not None), None)
+    ignored = sorted({r["peer"] for r in results if r.get("payload_ignored")})
+    line = f"=== payload: {payload}" + (f" ({size} bytes of JSON a job)" if size is not None else "")
+    if ignored:
+        line += f"; without parameters (the adapter predates --payload): {', '.join(ignored)}"
+    return line + " ==="
+
+
+def report(results: list[dict[str, Any]], peers: list[str], baseline: list[str]) -> None:
+    print(table(results, peers))
+    print()
+    sections = (
+        *(ratios(results, peers, ours=name) for name in (*HEADLINE, *baseline) if name in peers),
+        scaling(results, peers),
+        *(pickup_rounds(results, peers, ours=name) for name in HEADLINE if name in peers),
+        pickup_path(results, peers),
+        mirror_lag(results, peers),
+    )
+    for section in sections:
+        if section:
+            print(section)
+            print()
+
+
 def main() -> int:
     args = parse_args()
     exit_on_sigterm()
     jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
     samples = args.samples or (QUICK_SAMPLES if args.quick else FULL_SAMPLES)
     latency_rounds = args.latency_rounds or args.repeat
-    baseline = add_baseline(args.baseline) if args.baseline else []
+    payloads = parse_payloads(args.payload)
+    baseline, notes = add_baseline(args.baseline) if args.baseline else ([], [])
     peers = select_peers(args.peers)
     peers = list(dict.fromkeys([*peers, *(n for n in baseline if n.split("@")[0] in peers)]))
+    peers = use_database(peers, args.database_url)
+    baseline = [n for n in baseline if n in peers]
+    for note in notes:
+        log(note)
     ensure_ready(peers, args.no_setup)
     meta: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -574,30 +731,34 @@ def main() -> int:
         "latency_samples": samples,
         "throughput_repeats": args.repeat,
         "latency_rounds": latency_rounds,
+        "payloads": payloads,
         "peers": peers,
         "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)} ({args.appendfsync})",
+        "notes": notes,
     }
     t0 = time.monotonic()
+    by_payload: dict[str, list[dict[str, Any]]] = {}
     redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server, args.appendfsync)
     with redis_ctx as url:
-        results = run_all(peers, url, jobs, samples, args.repeat, latency_rounds)
+        for payload in payloads:
+            log(f"payload {payload}")
+            os.environ["BENCH_PAYLOAD"] = payload  # every adapter and its workers inherit it
+            results = run_all(peers, url, jobs, samples, args.repeat, latency_rounds)
+            for r in results:
+                if r.get("ok") and r.get("payload") is None:  # an older adapter (--baseline)
+                    r["payload_ignored"] = True
+                r["payload"] = payload
+            by_payload[payload] = results
     meta["duration_s"] = round(time.monotonic() - t0, 1)
-    write_results(results, meta)
-    print(table(results, peers))
-    print()
-    sections = (
-        ratios(results, peers),
-        *(ratios(results, peers, ours=name) for name in baseline if name in peers),
-        scaling(results, peers),
-        pickup_rounds(results, peers),
-        pickup_path(results, peers),
-    )
-    for section in sections:
-        if section:
-            print(section)
-            print()
+    write_results([r for results in by_payload.values() for r in results], meta)
+    for payload, results in by_payload.items():
+        print(payload_header(payload, results))
+        print()
+        report(results, peers, baseline)
+    for note in notes:
+        print(f"note: {note}")
     print(footer(peers, jobs, samples, args.repeat, latency_rounds, meta["duration_s"]))
-    return 0 if all(r.get("ok") for r in results) else 1
+    return 0 if all(r.get("ok") for results in by_payload.values() for r in results) else 1
 
 
 if __name__ == "__main__":
