@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000, help="jobs in the backlog (three events each)")
     parser.add_argument("--batch", type=int, default=None, help="mirror events per transaction (default: setting)")
     parser.add_argument("--database-url", default="", help="default: a fresh SQLite file (WAL)")
+    parser.add_argument("--sequential", action="store_true", help="each batch commits before the next is read")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the drain")
     args = parser.parse_args()
 
@@ -64,10 +65,9 @@ def main() -> None:
         call_command("migrate", verbosity=0)
 
         import jobconsole.examples  # noqa: F401
-        from jobconsole.conf import mirror_config
         from jobconsole.core import Client, JobSpec, default_registry
         from jobconsole.engine import get_redis
-        from jobconsole.mirror.loop import Mirror
+        from jobconsole.mirror.service import build_mirror
         from jobconsole.models import Job
 
         redis = get_redis()
@@ -75,7 +75,9 @@ def main() -> None:
         # The mirror follows the queue from its start, as in production (a queue it first meets is resynced
         # from Redis's sets instead, which is not what this measures).
         redis.sadd("jc:{meta}:queues", "examples.echo")
-        mirror = Mirror(redis, batch=args.batch or mirror_config()["BATCH"], block_ms=10)
+        # As runmirror builds it (the settings' batch, commits overlapping the next batch's reads).
+        overrides = {"batch": args.batch} if args.batch else {}
+        mirror = build_mirror(redis, **overrides, **({"overlap": False} if args.sequential else {}))
         mirror.drain()
         profiler = cProfile.Profile() if args.profile else None
         cpu = wall = rcpu = 0.0

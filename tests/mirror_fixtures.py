@@ -40,9 +40,12 @@ def client(engine_settings: Any) -> Client:
     return get_client()
 
 
-@pytest.fixture
-def mirror(engine_settings: Any, r: "redis.Redis") -> Mirror:
-    return Mirror(r, batch=200, block_ms=20)
+@pytest.fixture(params=[False, True], ids=["sequential", "overlap"])
+def mirror(engine_settings: Any, r: "redis.Redis", request: pytest.FixtureRequest) -> Iterator[Mirror]:
+    # Both ways of committing: each batch before the next is read, and overlapping the next batch's reads.
+    m = Mirror(r, batch=200, block_ms=20, overlap=request.param)
+    yield m
+    m.writer.close()
 
 
 def run_worker(r: "redis.Redis", queues: list[str], **options: Any) -> int:

@@ -49,6 +49,8 @@ from jobconsole.mirror.writer import Writer
 
 log = logging.getLogger(__name__)
 
+STEP_S = 1.0  # at most this long in one step's run of full batches (the leader's chores run between steps)
+
 
 class Mirror:
     def __init__(
@@ -58,6 +60,7 @@ class Mirror:
         batch: int = 1000,
         block_ms: int = 100,
         settle_ms: int = 0,
+        overlap: bool = False,
         lock_ttl: float = 10.0,
         name: str | None = None,
         events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
@@ -75,6 +78,10 @@ class Mirror:
         self.writer = writer(queries, feed, self.leadership, self.cursors)
         self.resync = resync(store, feed, queries, self.leadership, self.cursors, self.writer, restore=restore)
         self.settle_s = settle_ms / 1000
+        # Build each batch of a backlog while the one before commits (writer.apply); off, every batch commits
+        # before the next is read.
+        self.overlap = overlap
+        self._full = False  # the last batch read was a full one
         self._term = 0  # the leadership term the parts were set up for
 
     @property
@@ -117,8 +124,11 @@ class Mirror:
         return False
 
     def close(self) -> None:
-        self.release()
-        connection.close()
+        try:
+            self.writer.close()
+        finally:
+            self.release()
+            connection.close()
 
     def step(self, *, discover_now: bool = False) -> int:
         """Apply one batch if we lead; returns the number of events applied (0: idle or not leader)."""
@@ -130,16 +140,29 @@ class Mirror:
         if not self.reader.queues:
             time.sleep(self.reader.block_ms / 1000)
             return 0
-        if self.reader.pending:
-            n = self._pass(pending=True)
-            if n:
-                return n
-            self.reader.pending = False
-        n = self._pass(pending=False)
+        try:
+            if self.reader.pending:
+                n = self._pass(pending=True)
+                if n:
+                    return n
+                self.reader.pending = False
+            n = self._pass(pending=False)
+            # A backlog: keep reading while the batches come full, each built while the one before commits.
+            started = time.monotonic()
+            while self.overlap and n and self._full and time.monotonic() - started < STEP_S:
+                more = self._pass(pending=False)
+                if not more:
+                    break
+                n += more
+        finally:
+            self.writer.flush()
         # Nothing new: jobs may still wait in an intake without an event (no worker claims from the queue,
         # or maintenance has not passed yet); drain them, so the next read sees them, before waiting.
         if not n and self.reader.drain_intakes():
-            n = self._pass(pending=False)
+            try:
+                n = self._pass(pending=False)
+            finally:
+                self.writer.flush()
         if not n and self.reader.wait() and self.settle_s:
             # Woken by new events while idle: most likely one job just enqueued and handed to an idle worker.
             # Reading it at once would take CPU and Redis time from that worker's start; a few ms later
@@ -172,6 +195,9 @@ class Mirror:
     def _pass(self, *, pending: bool) -> int:
         """Read one batch, resync what its checks call for, apply the rest; returns entries handled."""
         batch = self.reader.read(pending=pending)
+        self._full = len(batch.events) >= self.reader.batch
+        if batch.rewound or batch.resync or batch.lost:
+            self.writer.flush()  # what is in flight commits before a resync reads and writes the database
         if batch.rewound:
             self.resync.rewound(self.reader.queues)
             self.reader.pending = True
@@ -183,4 +209,4 @@ class Mirror:
             return 0
         if not batch.events:
             return batch.trimmed
-        return self.writer.apply(batch.events)
+        return self.writer.apply(batch.events, overlap=self.overlap)

@@ -8,6 +8,7 @@ row; the entries are acknowledged only after the commit (a mirror killed in betw
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +63,7 @@ class Changes:
     entries: dict[str, list[str]]  # queue -> the entry ids applied
     tops: dict[str, StreamId]  # queue -> the newest entry applied
     finished: list[tuple[str, datetime]]  # (job id, Redis finish time) of the jobs written final
+    touched: frozenset[str]  # ids of the jobs whose current state this batch read
 
 
 @dataclass(slots=True)
@@ -84,20 +86,65 @@ class Writer:
         self.rows_written = 0
         self.on_batch: Callable[[BatchStats], None] | None = None  # after each acknowledged batch (bench/)
         self._final: OrderedDict[str, None] = OrderedDict()
+        self._committer: ThreadPoolExecutor | None = None
+        self._inflight: tuple[Changes, int, float, Future[float]] | None = None
 
     def forget(self) -> None:
         """Drop the cache of final jobs (a new leader, or Redis may have forgotten jobs it says are final)."""
         self._final.clear()
 
-    def apply(self, events: list[Event]) -> int:
-        """Write the current Redis state of every job these events touch, commit, then acknowledge."""
+    def apply(self, events: list[Event], *, overlap: bool = False) -> int:
+        """Write the current Redis state of every job these events touch, commit, then acknowledge.
+
+        `overlap`: commit in the writer's own thread and return at once, so that the next batch is read and
+        built while the database commits this one (Redis and the database work at the same time). The commit
+        before is waited for first: one batch at most is in flight, and batches commit in order. `flush()`
+        waits for it; the mirror flushes before anything else touches the database, and at the end of a step.
+        """
         started = time.monotonic()
         changes, jobs = self._changes(events)
+        if not overlap:
+            self.flush(newer=changes)
+            self._settle(changes, jobs, started, self._commit(changes))
+            return len(events)
+        self.flush(newer=changes)
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jc-mirror-commit")
+        self._inflight = (changes, jobs, started, self._committer.submit(self._commit, changes))
+        return len(events)
+
+    def flush(self, newer: Changes | None = None) -> None:
+        """Wait for the batch in flight, if any, and settle it (raises what its commit raised; its entries then
+        stay pending). `newer`: a batch built after it, whose reads of the jobs both touch supersede its own."""
+        if self._inflight is None:
+            return
+        changes, jobs, started, future = self._inflight
+        self._inflight = None
+        self._settle(changes, jobs, started, future.result(), newer)
+
+    def close(self) -> None:
+        """Stop the commit thread (closing its database connection)."""
+        if self._committer is not None:
+            try:
+                self.flush()
+            finally:
+                self._committer.submit(lambda: connection.close()).result()  # the thread's own connection
+                self._committer.shutdown()
+                self._committer = None
+
+    def _commit(self, changes: Changes) -> float:
         with transaction.atomic():
             self.save(changes)
-        committed_at = time.time()
+        return time.time()
+
+    def _settle(
+        self, changes: Changes, jobs: int, started: float, committed_at: float, newer: Changes | None = None
+    ) -> None:
+        """After the commit: remember the final jobs, move the cursors, acknowledge the entries."""
+        superseded = newer.touched if newer is not None else frozenset()
         for job_id, _ in changes.finished:
-            self._final[job_id] = None
+            if job_id not in superseded:  # a later read may have seen it requeued: that read decides
+                self._final[job_id] = None
         for job_id in changes.deleted:
             self._final.pop(job_id, None)
         while len(self._final) > FINAL_CACHE:
@@ -105,14 +152,12 @@ class Writer:
         for queue, top in changes.tops.items():
             self.cursors.advance(queue, top)
         self.acknowledge(changes)
-        self.events_applied += len(events)
+        events = sum(len(ids) for ids in changes.entries.values())
+        self.events_applied += events
         written = len(changes.rows) + len(changes.attempts) + len(changes.dead) + len(changes.deleted)
         self.rows_written += written
         if self.on_batch:
-            self.on_batch(
-                BatchStats(len(events), jobs, written, time.monotonic() - started, committed_at, changes.finished)
-            )
-        return len(events)
+            self.on_batch(BatchStats(events, jobs, written, time.monotonic() - started, committed_at, changes.finished))
 
     def _changes(self, events: list[Event]) -> tuple[Changes, int]:
         """The rows these events call for, from the jobs' current hashes; and how many jobs they touch."""
@@ -137,7 +182,9 @@ class Writer:
                 self._final.pop(e.job, None)
             if e.name == "requeued" and e.fields.get("from") == "dead":
                 j.requeued_at = stream_time(e.id)
-        for job_id in [i for i, j in jobs.items() if i in self._final and not j.changes_final]:
+        # (The batch in flight, if any, counts too: its final jobs join the cache once it has committed.)
+        in_flight = {i for i, _ in self._inflight[0].finished} if self._inflight is not None else set()
+        for job_id in [i for i, j in jobs.items() if (i in self._final or i in in_flight) and not j.changes_final]:
             # Already written in a final state, and nothing in this batch can change a final job:
             # these are older events of it (the mirror read its hash when it was already finished).
             del jobs[job_id]
@@ -179,7 +226,9 @@ class Writer:
             if finished_at is not None and state in TERMINAL_STATES:
                 finished.append((job_id, finished_at))
         tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
-        changes = Changes(synced, rows, attempts, dead, deleted, gone, requeued, paused, entries, tops, finished)
+        changes = Changes(
+            synced, rows, attempts, dead, deleted, gone, requeued, paused, entries, tops, finished, frozenset(jobs)
+        )
         return changes, len(jobs)
 
     def save(self, changes: Changes) -> None:

@@ -95,12 +95,13 @@ def test_mixed_workload_matches_redis_and_requeue_closes_dead_letter(client, mir
     assert Job.objects.get(id=ids["dead"]).state == "queued"
 
 
+@pytest.mark.parametrize("overlap", [False, True], ids=["sequential", "overlap"])
 @pytest.mark.parametrize("point", ["before_commit", "after_commit"])
-def test_crash_mid_batch_then_restart_loses_nothing(client, r, engine_settings, point):
+def test_crash_mid_batch_then_restart_loses_nothing(client, r, engine_settings, point, overlap):
     _start_mirrored(client, r)
     ids = _mixed_workload(client, r, n=120)
     for crash_on in (1, 2, 3):
-        m = crashing_mirror(r, Crash(point, crash_on), batch=50, block_ms=10)
+        m = crashing_mirror(r, Crash(point, crash_on), batch=50, block_ms=10, overlap=overlap)
         with pytest.raises(SimulatedCrash):
             m.drain()
         if point == "after_commit":  # committed but never acknowledged: still pending in the group
