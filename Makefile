@@ -48,8 +48,13 @@ chaos: bootstrap
 	$(PY) -m chaos.run $(CHAOS_ARGS)
 
 # Jobconsole against Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in var/bench/).
+# The jobconsole+pg row runs on BENCH_DATABASE_URL; unset, on a database of its own (jobconsole_bench, made here)
+# when a PostgreSQL answers on 127.0.0.1:5432, else the row is skipped. That database is flushed every run.
 bench: bootstrap
 	bash bench/setup_peers.sh
+	@if [ -z "$$BENCH_DATABASE_URL" ] && command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432; then \
+		createdb -h 127.0.0.1 -U postgres jobconsole_bench 2>/dev/null || true; \
+		export BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/jobconsole_bench; fi; \
 	$(PY) bench/run_peers.py $(BENCH_ARGS)
 
 clean:

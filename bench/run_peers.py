@@ -547,9 +547,9 @@ def parse_args() -> argparse.Namespace:
         help="latency runs of each peer, taking turns; all their samples are pooled (default: --repeat)",
     )  # fmt: skip
     p.add_argument(
-        "--payload", default="small",
+        "--payload", default="small,1kb",
         help=f"the jobs' parameters, the same for every system: {'|'.join(PAYLOAD_NAMES)}, or a comma list to "
-        "measure each in turn (default: small)",
+        "measure each in turn (default: small,1kb: both)",
     )  # fmt: skip
     p.add_argument(
         "--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""),

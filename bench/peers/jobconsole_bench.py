@@ -168,8 +168,22 @@ def prepare_database() -> None:
 
 
 def mirror_leading() -> bool:
-    """The mirror process holds the leader lock: it is up and reading the event streams."""
-    return bool(task_client().exists(keys.lock_key("mirror")))
+    """The mirror process holds the leader lock and follows the bench queue, as a mirror that has been running
+    does: the queue is made known first, so that the mirror meets its jobs as events (a queue it first meets
+    with 20,000 jobs in it is resynchronised from the Redis sets instead, which is not what runs in production)."""
+    client = task_client()
+    client.sadd(keys.QUEUES, QUEUE)
+    if not client.exists(keys.lock_key("mirror")):
+        return False
+    _django()
+    from django.db import connections
+
+    from jobconsole.models import MirrorCursor
+
+    try:
+        return MirrorCursor.objects.filter(queue=QUEUE).exists()
+    finally:
+        connections.close_all()
 
 
 def percentile(values: list[float], pct: int) -> float:
