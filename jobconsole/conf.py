@@ -218,6 +218,12 @@ SETTINGS: tuple[Setting, ...] = (
         " the worker starting the job that woke it; a busy mirror never waits)",
     ),
     Setting(
+        "MIRROR.PACE_MS",
+        50,
+        "milliseconds a mirror that has caught up waits before its next read while events keep coming, so that it"
+        " writes them in fewer, larger batches (with a backlog it reads batch after batch)",
+    ),
+    Setting(
         "MIRROR.LOCK_TTL",
         10.0,
         "seconds the mirror's leader lock lives; the leader renews it every third",
@@ -338,6 +344,7 @@ class MirrorConfig(TypedDict):
     BATCH: int
     BLOCK_MS: int
     SETTLE_MS: int
+    PACE_MS: int
     LOCK_TTL: float
     RETENTION_EVERY: float
     RELAY_EVERY: float

@@ -60,6 +60,7 @@ class Mirror:
         batch: int = 1000,
         block_ms: int = 100,
         settle_ms: int = 0,
+        pace_ms: int = 0,
         overlap: bool = False,
         lock_ttl: float = 10.0,
         name: str | None = None,
@@ -78,6 +79,7 @@ class Mirror:
         self.writer = writer(queries, feed, self.leadership, self.cursors)
         self.resync = resync(store, feed, queries, self.leadership, self.cursors, self.writer, restore=restore)
         self.settle_s = settle_ms / 1000
+        self.pace_s = pace_ms / 1000
         # Build each batch of a backlog while the one before commits (writer.apply); off, every batch commits
         # before the next is read.
         self.overlap = overlap
@@ -163,7 +165,12 @@ class Mirror:
                 n = self._pass(pending=False)
             finally:
                 self.writer.flush()
-        if not n and self.reader.wait() and self.settle_s:
+        if n and not self._full and self.pace_s:
+            # Caught up, with events still coming: read the next ones a little later, in one batch with what
+            # follows, rather than paying a batch's fixed cost (a transaction, its fence and cursors, the
+            # acknowledgement) for a handful of events.
+            time.sleep(self.pace_s)
+        elif not n and self.reader.wait() and self.settle_s:
             # Woken by new events while idle: most likely one job just enqueued and handed to an idle worker.
             # Reading it at once would take CPU and Redis time from that worker's start; a few ms later
             # the mirror reads it together with what follows (the lag bound is seconds, pick-up is ms).

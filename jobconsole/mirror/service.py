@@ -87,6 +87,7 @@ def build_mirror(connection_: "redis.Redis | None" = None, **overrides: Any) -> 
         "batch": int(config["BATCH"]),
         "block_ms": int(config["BLOCK_MS"]),
         "settle_ms": int(config["SETTLE_MS"]),
+        "pace_ms": int(config["PACE_MS"]),
         # PostgreSQL commits in its own process: building the next batch meanwhile gains a sixth (bench/
         # mirror_capacity.py). SQLite commits in this one, under the interpreter lock, and gains nothing.
         "overlap": connection.vendor == "postgresql",

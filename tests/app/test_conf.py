@@ -47,8 +47,8 @@ def test_groups_merge_key_by_key(jc: Any, monkeypatch: pytest.MonkeyPatch) -> No
     jc.JOBCONSOLE = {"MIRROR": {"BATCH": 5}, "RETENTION": {"failed": 60}, "DB_RETENTION": {"audit": 3600}}
     config = fresh()
     assert config["MIRROR"] == {
-        "IN_WORKER": False, "BATCH": 5, "BLOCK_MS": 100, "SETTLE_MS": 10, "LOCK_TTL": 0.5, "RETENTION_EVERY": 300.0,
-        "RELAY_EVERY": 2.0, "RESTORE": True,
+        "IN_WORKER": False, "BATCH": 5, "BLOCK_MS": 100, "SETTLE_MS": 10, "PACE_MS": 50, "LOCK_TTL": 0.5,
+        "RETENTION_EVERY": 300.0, "RELAY_EVERY": 2.0, "RESTORE": True,
     }  # fmt: skip
     assert config["TASK_MODULES"] == ["a.tasks", "b.tasks"]
     assert conf.retention() == Retention(failed=60.0)
