@@ -274,11 +274,14 @@ class Fanout:
 
     A thread blocks only while a wait is on (its deadline not passed), so an idle Fanout holds no connection
     busy. A reply that arrives after the wait that asked for it ended (another thread answered first) is kept
-    for the next wait, which returns it at once: nothing a blocking pop took is dropped."""
+    for the next wait, which returns it at once: nothing a blocking pop took is dropped. An error is raised only
+    by the wait during which its call began (an old one would make the caller back off again after the node
+    came back)."""
 
     def __init__(self, calls: Sequence[Blocking]) -> None:
         self._replies: stdqueue.SimpleQueue[Any] = stdqueue.SimpleQueue()
         self._deadline = 0.0
+        self._generation = 0  # counts the waits
         self._demand = threading.Condition()
         self._closed = False
         self.threads = [threading.Thread(target=self._run, args=(c,), daemon=True, name="jc-fanout") for c in calls]
@@ -287,19 +290,21 @@ class Fanout:
 
     def wait(self, timeout: float) -> Any:
         """The first reply of any call within `timeout` seconds, or None; raises what a call raised."""
-        try:
-            reply = self._replies.get_nowait()
-        except stdqueue.Empty:
-            with self._demand:
-                self._deadline = time.monotonic() + timeout
-                self._demand.notify_all()
+        deadline = time.monotonic() + timeout
+        with self._demand:
+            self._generation += 1
+            generation = self._generation
+            self._deadline = deadline
+            self._demand.notify_all()
+        while True:
             try:
-                reply = self._replies.get(timeout=timeout)
+                reply = self._replies.get(timeout=max(0.0, deadline - time.monotonic()))
             except stdqueue.Empty:
                 return None
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
+            if not isinstance(reply, _Failed):
+                return reply
+            if reply.generation == generation:
+                raise reply.error
 
     def close(self) -> None:
         self._closed = True
@@ -313,14 +318,21 @@ class Fanout:
                 if left <= 0.001:
                     self._demand.wait()
                     continue
+                generation = self._generation
             try:
                 reply = call(left)
             except BaseException as exc:  # noqa: BLE001 - the waiter raises it
-                self._replies.put(exc)
+                self._replies.put(_Failed(generation, exc))
                 time.sleep(ERROR_PAUSE_S)
                 continue
             if reply is not None:
                 self._replies.put(reply)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    generation: int
+    error: BaseException
 
 
 class Fanouts:

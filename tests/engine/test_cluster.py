@@ -3,6 +3,9 @@ queues spread over every node run to their end, operator actions and the console
 flow control spans nodes, a worker blocks on queues of several nodes without polling, and a primary killed and
 its replica promoted loses nothing acknowledged."""
 
+import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from jobconsole.core import Client, JobState, TaskRegistry
+from jobconsole.core import Client, JobState, TaskRegistry, default_registry
 from jobconsole.core.client import JobSpec
 from jobconsole.core.connection import connect
 from jobconsole.core.groups import Group
@@ -20,6 +23,7 @@ from jobconsole.core.maintenance import Maintenance
 from jobconsole.core.queries import Queries
 from jobconsole.core.store import Store
 from tests.cluster_servers import ClusterSetup
+from tests.conftest import PROJECT, PYTHON, manage_env
 from tests.helpers import run_burst, wait_for, worker_in_thread
 
 
@@ -202,3 +206,35 @@ def test_enqueue_waits_for_a_replica_on_every_node(
     results = client.enqueue_many([JobSpec(task="t.ok", queue=q) for q in queues for _ in range(3)])
     assert len(results) == 9
     assert client.enqueue("t.ok", queue=queues[0]).queue == queues[0]
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.slow
+def test_runworker_serves_queues_on_every_node_without_polling(
+    cluster: ClusterSetup, rc: "redis.Redis", tmp_path: Path
+) -> None:
+    """A real `manage.py runworker` on queues of the three nodes: every job runs, and idle it uses next to no CPU
+    (blocked in one BLPOP per queue, not polling)."""
+    queues = spread(cluster, per_node=1, prefix="rw")
+    env = manage_env(cluster.url, tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    cmd = [PYTHON, str(PROJECT / "manage.py"), "runworker", "--queues", ",".join(queues), "--no-mirror"]
+    client = Client(rc, default_registry, strict=False)
+    proc = subprocess.Popen([*cmd, "--concurrency", "4"], env=env, cwd=PROJECT)
+    try:
+        wait_for(lambda: all(rc.zcard(queue_keys(q).idle) for q in queues), 30)
+        jobs = [client.enqueue("examples.echo", {"n": n}, queue=q) for n, q in enumerate(queues * 5)]
+        wait_for(lambda: all(client.get(j.id, history=False).state is JobState.COMPLETED for j in jobs), 20)
+        time.sleep(1.5)  # settled: idle, blocked
+        before, started = _cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(2.0)
+        idle_share = (_cpu_seconds(proc.pid) - before) / (time.monotonic() - started)
+        late = client.enqueue("examples.echo", {"late": True}, queue=queues[-1])
+        wait_for(lambda: client.get(late.id, history=False).state is JobState.COMPLETED, 5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    assert idle_share < 0.05, f"idle worker used {idle_share:.1%} of a core"
