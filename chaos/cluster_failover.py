@@ -31,14 +31,21 @@ CLUSTER_GATES = ("group_over_limit", "group_slots_leaked", "failovers_missed")
 
 
 class ReplicatedClient(Client):
-    """Enqueues that a replica did not acknowledge raise a connection error: the chaos producer then sends the
-    batch again with the same ids (harmless: the jobs that exist are reported as such)."""
+    """A batch that a replica did not acknowledge is sent again with the same ids (harmless: the jobs that exist
+    are reported as such) until one does; only then does the producer book it as accepted, with the time of its
+    first send (a worker may have started a job the primary took before the replica had it). After 30 s of that
+    it gives up with a connection error, which makes the producer send the batch again later."""
 
     def enqueue_many(self, specs: Any, batch_size: int = 1000) -> Any:
-        try:
-            return super().enqueue_many(specs, batch_size)
-        except NotReplicated as exc:
-            raise redis.ConnectionError(f"not replicated: {exc}") from exc
+        specs = list(specs)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return super().enqueue_many(specs, batch_size)
+            except NotReplicated as exc:
+                if time.monotonic() > deadline:
+                    raise redis.ConnectionError(f"not replicated: {exc}") from exc
+                time.sleep(0.05)
 
 
 class _ClusterURL:
