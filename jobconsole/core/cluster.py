@@ -312,10 +312,11 @@ class Fanout:
             self._demand.notify_all()
 
     def _run(self, call: Blocking) -> None:
+        answered = -1  # the last wait this thread gave a reply to: it blocks again only for a later one
         while not self._closed:
             with self._demand:
                 left = self._deadline - time.monotonic()
-                if left <= 0.001:
+                if left <= 0.001 or self._generation == answered:
                     self._demand.wait()
                     continue
                 generation = self._generation
@@ -326,6 +327,7 @@ class Fanout:
                 time.sleep(ERROR_PAUSE_S)
                 continue
             if reply is not None:
+                answered = generation
                 self._replies.put(reply)
 
 
