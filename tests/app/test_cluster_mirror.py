@@ -66,3 +66,4 @@ def test_the_console_counts_queues_of_every_node(cluster, client, r):
     assert [client.counts(q).queued for q in queues] == [1, 2, 3]
     detail = browser.get(f"/queues/{queues[2]}/")
     assert detail.status_code == 200 and detail.content.decode().count("examples.echo") >= 3
+    assert browser.get("/healthz").status_code == 200  # a load balancer's check: Redis (every node) and the database
