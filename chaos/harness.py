@@ -159,6 +159,7 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     tallies: dict[str, int] = field(default_factory=dict)  # a scenario's own counts, for chaos.tally to sum
     soak_seconds: float | None = None  # --soak-seconds: how long `soak` faults (default: its size)
+    cleanups: list[Callable[[], object]] = field(default_factory=list)  # run after the check (cluster_failover)
 
     def size(self, quick: float, full: float) -> float:
         return quick if self.quick else full

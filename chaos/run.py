@@ -85,6 +85,8 @@ def run_scenario(
     except BaseException:
         server.kill()  # nothing is checked after a harness failure: leave no redis-server behind
         r.close()
+        for cleanup in ctx.cleanups:
+            cleanup()
         raise
     finally:
         cluster.stop_all()
@@ -94,7 +96,7 @@ def run_scenario(
         server.proc.send_signal(18)  # SIGCONT, in case it ended while Redis was frozen
     report = check(
         ledger,
-        r,
+        ctx.r,  # the scenario's own Redis, when it brought one (cluster_failover)
         cluster.stale_reports(),
         everysec=scenario.appendfsync == "everysec",
         mirror_db=cluster.mirror_db if cluster.mirrored else None,
@@ -102,6 +104,8 @@ def run_scenario(
     report.notes += ctx.notes
     r.close()
     server.kill()
+    for cleanup in ctx.cleanups:
+        cleanup()
     return Result(scenario, report, time.monotonic() - began, ctx.tallies)
 
 

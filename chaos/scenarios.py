@@ -13,6 +13,7 @@ from functools import partial
 from typing import cast
 
 from chaos.checker import EPS, leases, match
+from chaos.cluster_failover import CLUSTER_GATES, cluster_failover
 from chaos.harness import Ctx, Planned, work
 from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
@@ -841,5 +842,12 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("power_loss", "Redis rolled back by a power loss; the mirror restores", power_loss),
         Scenario("soak", "every fault above, mixed at random", soak),
+        Scenario(
+            "cluster_failover",
+            "Redis Cluster: a primary killed, its replica promoted",
+            cluster_failover,
+            "everysec",
+            extra_gates=CLUSTER_GATES,
+        ),
     ]
 }

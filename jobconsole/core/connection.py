@@ -1,5 +1,6 @@
 """Redis connections for the engine: decoded strings, timeouts, and retries that ride out short outages.
-A `redis+sentinel://` URL names a primary that Redis Sentinel fails over (core/sentinel.py)."""
+A `redis+sentinel://` URL names a primary that Redis Sentinel fails over (core/sentinel.py); a `redis+cluster://`
+URL the nodes of a Redis Cluster (core/cluster.py)."""
 
 from typing import Any
 
@@ -7,7 +8,7 @@ import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
-from jobconsole.core import sentinel
+from jobconsole.core import cluster, sentinel
 
 
 def connect(url: str, **overrides: Any) -> "redis.Redis":
@@ -26,12 +27,16 @@ def connect(url: str, **overrides: Any) -> "redis.Redis":
     }
     if sentinel.is_sentinel_url(url):
         return sentinel.primary(url, options)
+    if cluster.is_cluster_url(url):
+        return cluster.connect(url, options)
     return redis.Redis.from_url(url, **options)
 
 
 def without_retries(connection: "redis.Redis") -> "redis.Redis":
     """A client on the same server that never re-sends a command by itself. The worker needs this:
     a claim is not safe to repeat blindly, so the worker handles connection errors itself."""
+    if cluster.is_cluster(connection):
+        return cluster.without_retries(connection)
     pool = connection.connection_pool
     kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "retry_on_error": []}
     if sentinel.is_sentinel_pool(pool):  # a pool of its own that follows the same Sentinels
@@ -41,5 +46,9 @@ def without_retries(connection: "redis.Redis") -> "redis.Redis":
 
 def require_decoded(connection: "redis.Redis") -> None:
     """The engine reads replies as str; a bytes-returning client would fail in confusing places."""
+    if cluster.is_cluster(connection):
+        if not cluster.decodes(connection):
+            raise ValueError("the engine needs a Redis client created with decode_responses=True (see connect())")
+        return
     if not connection.connection_pool.connection_kwargs.get("decode_responses"):
         raise ValueError("the engine needs a Redis client created with decode_responses=True (see connect())")

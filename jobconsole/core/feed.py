@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import redis
 
-from jobconsole.core import keys
+from jobconsole.core import cluster, keys
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.queries import Event
 from jobconsole.core.store import Store
@@ -92,6 +92,9 @@ class EventFeed:
     def wait(self, seen: Mapping[str, str], block_ms: int) -> bool:
         """Block until a queue's stream has an entry after the id `seen` names (or '$': any new one), or a
         fast enqueue wrote to its intake (which has no event yet): True; or `block_ms` passes: False."""
+        if cluster.is_cluster(self.redis):  # one slot per queue: a blocking read per queue (cluster.py)
+            groups = [{queue_keys(q).events: last, queue_keys(q).intake: "$"} for q, last in seen.items()]
+            return cluster.xread_any(self.redis, groups, block_ms / 1000)
         streams = {queue_keys(q).events: last for q, last in seen.items()}
         streams |= {queue_keys(q).intake: "$" for q in seen}
         return bool(self.redis.xread(cast(Any, streams), count=1, block=block_ms))

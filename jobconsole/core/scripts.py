@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 import redis
 from redis.exceptions import NoScriptError
 
+from jobconsole.core import cluster
 from jobconsole.core.metrics import LUA_CONSTANTS
 from jobconsole.core.wire import Wire
 
@@ -60,6 +61,9 @@ def names() -> list[str]:
 
 def load_all(client: "redis.Redis") -> None:
     """SCRIPT LOAD every script (one round trip), so that later pipelines meet no NOSCRIPT."""
+    if cluster.is_cluster(client):  # on every primary
+        cluster.load_scripts(client, [load(name).source for name in names()])
+        return
     pipe = client.pipeline(transaction=False)
     for name in names():
         pipe.script_load(load(name).source)
@@ -106,7 +110,10 @@ _wires: "WeakKeyDictionary[redis.ConnectionPool, Wire]" = WeakKeyDictionary()
 
 
 def _wire(client: "redis.Redis") -> Wire:
-    pool = client.connection_pool
+    try:
+        pool = client.connection_pool
+    except AttributeError:  # a RedisCluster: batches split by node (cluster.py)
+        return cast(Wire, cluster.wire(cast(Any, client)))
     wire = _wires.get(pool)
     if wire is None:
         wire = _wires[pool] = Wire(client)

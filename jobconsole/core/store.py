@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from jobconsole.core import keys, scripts
+from jobconsole.core import cluster, keys, scripts
 from jobconsole.core.keys import QueueKeys, group_keys, queue_keys
 from jobconsole.core.results import (
     Claimed,
@@ -145,6 +145,7 @@ class Store:
     def __init__(self, connection: "redis.Redis", *, events_maxlen: int = DEFAULT_EVENTS_MAXLEN) -> None:
         self.redis = connection
         self.events_maxlen = events_maxlen
+        self.cluster = cluster.is_cluster(connection)  # a Redis Cluster: see core/cluster.py
 
     # --- running calls ----------------------------------------------------------------------------
 
@@ -312,7 +313,7 @@ class Store:
 
     def define_group(self, group: str, *, connections: int, requests: int, period_ms: int) -> None:
         """Set a concurrency group's limits (0: none), atomically, and list it."""
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.redis.pipeline(transaction=not self.cluster)  # two slots in a cluster: conf first
         conf = group_keys(group).conf
         pipe.hset(conf, mapping={"connections": connections, "requests": requests, "period_ms": period_ms})
         pipe.sadd(keys.GROUPS, group)
@@ -356,7 +357,7 @@ class Store:
         if limit is None:
             self.redis.delete(queue_keys(queue).limit)
             return
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.redis.pipeline(transaction=not self.cluster)  # two slots in a cluster: limit first
         pipe.set(queue_keys(queue).limit, limit)
         pipe.sadd(keys.QUEUES, queue)
         pipe.execute()
@@ -413,7 +414,10 @@ class Store:
     def wait_for_work(self, worker: WorkerIdentity, queues: Sequence[str], timeout: float) -> Handed | None:
         """Block until a job is handed to the worker's inbox on one of `queues`, or one is enqueued there."""
         watched = _watched(worker.id, tuple(queues))
-        popped = self.redis.blpop(list(watched), timeout=timeout)
+        if self.cluster:  # one blocking pop per queue (slot), in threads: cluster.py
+            popped = cluster.blpop_any(cast(Any, self.redis), cluster.by_slot(list(watched)), timeout)
+        else:
+            popped = self.redis.blpop(list(watched), timeout=timeout)
         if popped is None:
             return None
         queue, is_inbox = watched[str(popped[0])]
@@ -543,9 +547,38 @@ class Store:
 
     def mirror_read(self, queues: Sequence[str], *, group: str, consumer: str, count: int, pending: bool) -> Any:
         """The raw reply of mirror_read.lua (feed.py decodes it)."""
+        if self.cluster:
+            return self._mirror_read_by_queue(queues, group=group, consumer=consumer, count=count, pending=pending)
         streams = [queue_keys(q).events for q in queues]
         args: list[Arg] = [group, consumer, count, "0" if pending else ">"]
         return self.run(Call("mirror_read", [keys.REDIS_EPOCH, *streams], args, lambda r: r))
+
+    def _mirror_read_by_queue(
+        self, queues: Sequence[str], *, group: str, consumer: str, count: int, pending: bool
+    ) -> Any:
+        """mirror_read in a cluster, where the streams are in different slots: the epoch counted up first, then
+        one mirror_read.lua per queue (its KEYS[1] a counter in the queue's own slot), all in one round trip per
+        node; the replies put together as one (COUNT is per stream in either case)."""
+        args: list[Arg] = [group, consumer, count, "0" if pending else ">"]
+        calls: list[Call[Any]] = [Call("mirror_epoch", [keys.REDIS_EPOCH], [], _int)]
+        for q in queues:
+            k = queue_keys(q)
+            calls.append(
+                Call("mirror_read", [k.job_prefix.removesuffix("job:") + "epoch", k.events], args, lambda r: r)
+            )
+        epoch, *replies = self.run_many(calls)
+        infos: list[Any] = []
+        entries: list[Any] | None = None
+        missing = False
+        for reply in [epoch, *replies]:
+            if isinstance(reply, Exception):
+                raise reply
+        for _queue_epoch, info, read in replies:
+            infos += info
+            missing = missing or read == 0  # a stream or the group is missing: feed.py reads nothing then
+            if read:
+                entries = [*(entries or []), *read]
+        return [epoch, infos, 0 if missing else entries]
 
     def mirror_group(self, queue: str, *, group: str, start: str, recreate: bool) -> bool:
         args: list[Arg] = [group, start, int(recreate)]
