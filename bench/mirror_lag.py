@@ -83,7 +83,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
 
     from jobconsole.engine import get_redis
-    from jobconsole.mirror.loop import Mirror
+    from jobconsole.mirror.service import build_mirror
     from jobconsole.mirror.writer import BatchStats
     from jobconsole.models import Job
 
@@ -101,7 +101,7 @@ def main() -> None:
 
     # The queue must exist before the mirror starts so its first pass is a (cheap) initial resync.
     get_redis().sadd("jc:{meta}:queues", "examples.echo")
-    mirror = Mirror(get_redis(), batch=args.batch, block_ms=50)
+    mirror = build_mirror(get_redis(), batch=args.batch)  # as runmirror builds it
     mirror.writer.on_batch = on_batch
     stop = threading.Event()
     thread = threading.Thread(target=mirror.run, args=(stop,), daemon=True)
