@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from jobconsole.core import Client
-from jobconsole.core.errors import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict, RedisFull
+from jobconsole.core.errors import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict, NotReplicated, RedisFull
 from jobconsole.core.job import Job
 from jobconsole.engine import get_client
 from jobconsole_api.auth import token_required
@@ -96,6 +96,8 @@ def seed_view(
                 return style(engine_status(exc), str(exc))
             except RedisFull as exc:
                 return problem_response(Problem(503, str(exc), headers={"Retry-After": "30"}), request)
+            except NotReplicated as exc:  # on the primary, not yet on enough replicas: sending it again is safe
+                return problem_response(Problem(503, str(exc), headers={"Retry-After": "5"}), request)
             except redis.exceptions.OutOfMemoryError as exc:  # a plain write (a role's queues) while Redis is full
                 detail = f"Redis is full and refused the change ({exc}); nothing was changed."
                 return problem_response(Problem(503, detail, headers={"Retry-After": "30"}), request)

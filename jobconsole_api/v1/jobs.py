@@ -11,7 +11,16 @@ from django.db import transaction
 
 from jobconsole import actions, audit, search
 from jobconsole.conf import api_config
-from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobState, JobStateConflict, RedisFull, UnknownTask
+from jobconsole.core import (
+    DuplicateJob,
+    InvalidJob,
+    JobNotFound,
+    JobState,
+    JobStateConflict,
+    NotReplicated,
+    RedisFull,
+    UnknownTask,
+)
 from jobconsole.core.client import MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
@@ -134,6 +143,17 @@ def _redis_full(exc: RedisFull) -> Problem:
     return Problem(503, str(exc), headers={"Retry-After": "30"}, refused=exc.refused)
 
 
+def _not_replicated(exc: NotReplicated) -> Problem:
+    """The jobs are on the primary but not yet on enough replicas (ENQUEUE_REPLICAS): a failover now could lose
+    them. Sending the same request again is safe (the same ids answer `exists`) and waits for the replicas again."""
+    return Problem(
+        503,
+        f"{exc}. Send the same request again (with the same ids or Idempotency-Key) to wait for the replicas.",
+        headers={"Retry-After": "5"},
+        accepted=[r.id for r in exc.accepted],
+    )
+
+
 def _same_job(existing: Any, spec: JobSpec) -> bool:
     """Whether a job found under a client id is the one submitted again (same task and parameters)."""
     return existing is not None and existing.task == spec.task and existing.params == (spec.params or {})
@@ -171,6 +191,9 @@ def submit(call: Call) -> Reply:
         result = client.enqueue(**{f.name: getattr(spec, f.name) for f in fields(spec)})
     except RedisFull as exc:
         raise _redis_full(exc) from None
+    except NotReplicated as exc:
+        _remember(call, [r.id for r in exc.accepted if r.created])
+        raise _not_replicated(exc) from None
     except InvalidJob as exc:
         raise Problem(422, f"The job is not valid: {exc}.") from None
     if result.status == "exists":
@@ -216,6 +239,9 @@ def submit_batch(call: Call) -> Reply:
         if exc.accepted:
             _remember(call, [r.id for r in exc.accepted if r.created])
         raise _redis_full(exc) from None
+    except NotReplicated as exc:
+        _remember(call, [r.id for r in exc.accepted if r.created])
+        raise _not_replicated(exc) from None
     existing = [(r.queue, r.id) for r in results if r.status == "exists"]
     found = {job.id: job for job in client.queries.jobs_by_id(existing) if job is not None} if existing else {}
     out = []

@@ -317,3 +317,18 @@ def test_a_job_is_found_and_deleted_by_its_unique_key(operator: Api) -> None:
     problem(operator.web.delete("/api/v1/unique?queue=apitest&key=remind%2Fana"), 404)
     problem(operator.get("/unique", queue="apitest"), 400)  # the key is required
     problem(operator.post("/jobs", {**body, "unique_until": "later"}), 422)
+
+
+def test_a_job_no_replica_confirmed_is_503_and_sending_it_again_is_safe(operator: Api, engine_settings: Any) -> None:
+    # ENQUEUE_REPLICAS against the test Redis, which has no replica: WAIT 1 times out with none acknowledging.
+    engine_settings.JOBCONSOLE = {**engine_settings.JOBCONSOLE, "ENQUEUE_REPLICAS": 1, "ENQUEUE_REPLICAS_TIMEOUT": 0.05}
+    spec = {"id": ID, "task": "apitest.add", "params": {"a": 1, "b": 2}}
+    response = operator.post("/jobs", spec)
+    body = problem(response, 503)
+    assert response["Retry-After"] == "5"
+    assert "only 0 of 1 replicas acknowledged" in body["detail"] and "Send the same request again" in body["detail"]
+    assert body["accepted"] == [ID]
+    assert operator.get(f"/jobs/{ID}").json()["state"] == "queued"  # it exists on the primary
+    again = operator.post("/jobs", spec)  # the same id: nothing new, and the replicas are waited for again
+    assert problem(again, 503)["accepted"] == [ID]
+    assert len(job_keys(get_client().redis)) == 1
