@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, TypeGuard, cast
-from urllib.parse import parse_qs, unquote
 
 import redis
 from hiredis import pack_command
@@ -40,6 +39,7 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.retry import Retry
 
+from jobconsole.core import hosts_url
 from jobconsole.core.wire import Command, Wire
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -67,31 +67,11 @@ def is_cluster(client: object) -> TypeGuard[RedisCluster]:
 
 def parse_url(url: str) -> ClusterTarget:
     """The parts of a `redis+cluster://` URL; ValueError says what is wrong."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in SCHEMES:
-        raise ValueError(f"not a cluster URL (redis+cluster://host:port[,host:port...]): {url!r}")
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    if path.strip("/") not in ("", "0"):
+    parts = hosts_url.parse(url, SCHEMES, "cluster (redis+cluster://host:port[,host:port...])", "node", ("password",))
+    if parts.path.strip("/") not in ("", "0"):
         raise ValueError(f"{url!r}: a Redis Cluster has database 0 only; leave the path out")
-    userinfo, at, hosts = netloc.rpartition("@")
-    if not at:
-        hosts = netloc
-    username = password = None
-    if userinfo:
-        user, colon, secret = userinfo.partition(":")
-        username, password = (unquote(user) or None), (unquote(secret) if colon else None)
-    nodes: list[tuple[str, int]] = []
-    for item in hosts.split(","):
-        host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit():
-            raise ValueError(f"{url!r}: each node is host:port, not {item.strip()!r}")
-        nodes.append((host.strip("[]"), int(port)))
-    params = {key: values[-1] for key, values in parse_qs(query).items()}
-    unknown = set(params) - {"password"}
-    if unknown:
-        raise ValueError(f"{url!r}: unknown parameters {sorted(unknown)}; known: password")
-    return ClusterTarget(tuple(nodes), params.get("password", password), username, scheme.lower() == SCHEMES[1])
+    password = parts.params.get("password", parts.password)
+    return ClusterTarget(parts.hosts, password, parts.username, parts.scheme == SCHEMES[1])
 
 
 def connect(url: str, options: dict[str, Any]) -> "redis.Redis":

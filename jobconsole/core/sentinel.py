@@ -16,11 +16,13 @@ too, so that it reconnects.
 
 from dataclasses import dataclass
 from typing import Any, TypeGuard
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 import redis
 from redis.connection import SSLConnection
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
+
+from jobconsole.core import hosts_url
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SENTINEL_TIMEOUT_S = 2.0  # to connect to one Sentinel and have its answer; the next one is asked after that
@@ -61,37 +63,17 @@ def is_sentinel_url(url: str) -> bool:
 
 def parse_url(url: str) -> SentinelTarget:
     """The parts of a `redis+sentinel://` URL; ValueError says what is wrong."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in SCHEMES:
-        raise ValueError(f"not a Sentinel URL (redis+sentinel://host:port[,host:port]/service[/db]): {url!r}")
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    if not at:
-        hosts = netloc
-    username = password = None
-    if userinfo:
-        user, colon, secret = userinfo.partition(":")
-        username, password = (unquote(user) or None), (unquote(secret) if colon else None)
-    sentinels: list[tuple[str, int]] = []
-    for item in hosts.split(","):
-        host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit():
-            raise ValueError(f"{url!r}: each Sentinel is host:port, not {item.strip()!r}")
-        sentinels.append((host.strip("[]"), int(port)))
-    parts = [p for p in path.split("/") if p]
-    if not parts or len(parts) > 2:
+    form = "Sentinel (redis+sentinel://host:port[,host:port]/service[/db])"
+    parts = hosts_url.parse(url, SCHEMES, form, "Sentinel", ("password", "sentinel_password"))
+    path = [p for p in parts.path.split("/") if p]
+    if not path or len(path) > 2:
         raise ValueError(f"{url!r}: the path is /service or /service/db")
-    if len(parts) == 2 and not parts[1].isdigit():
-        raise ValueError(f"{url!r}: the database number must be a whole number, not {parts[1]!r}")
-    params = {key: values[-1] for key, values in parse_qs(query).items()}
-    unknown = set(params) - {"password", "sentinel_password"}
-    if unknown:
-        raise ValueError(f"{url!r}: unknown parameters {sorted(unknown)}; known: password, sentinel_password")
+    if len(path) == 2 and not path[1].isdigit():
+        raise ValueError(f"{url!r}: the database number must be a whole number, not {path[1]!r}")
     return SentinelTarget(
-        sentinels=tuple(sentinels), service=unquote(parts[0]), db=int(parts[1]) if len(parts) == 2 else 0,
-        password=params.get("password", password), username=username,
-        sentinel_password=params.get("sentinel_password"), ssl=scheme.lower() == "rediss+sentinel",
+        sentinels=parts.hosts, service=unquote(path[0]), db=int(path[1]) if len(path) == 2 else 0,
+        password=parts.params.get("password", parts.password), username=parts.username,
+        sentinel_password=parts.params.get("sentinel_password"), ssl=parts.scheme == SCHEMES[1],
     )  # fmt: skip
 
 
