@@ -13,11 +13,9 @@ reported per event too. `--profile` prints the top of a cProfile of the drain.
 
 import argparse
 import cProfile
-import os
 import pstats
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,18 +39,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the drain")
     args = parser.parse_args()
 
-    from tests.redis_server import RedisServer
+    import private_stack
 
-    tmp = Path(tempfile.mkdtemp(prefix="jc-mirror-capacity-"))
-    server = RedisServer(tmp / "redis").start()
-    env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
-           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
-           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
-           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
-    if args.database_url:
-        env["DATABASE_URL"] = args.database_url
-    os.environ.update(env)
-    (tmp / "var").mkdir()
+    server, env = private_stack.start("jc-mirror-capacity-", database_url=args.database_url)
     try:
         import django
         from django.core.management import call_command

@@ -10,11 +10,9 @@ Redis); both clocks are this machine's. Prints lag percentiles and the mirror's 
 """
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -59,18 +57,9 @@ def main() -> None:
         produce(args.produce[0], int(args.produce[1]), float(args.produce[2]))
         return
 
-    from tests.redis_server import RedisServer
+    import private_stack
 
-    tmp = Path(tempfile.mkdtemp(prefix="jc-mirror-bench-"))
-    server = RedisServer(tmp / "redis", appendfsync="everysec").start()
-    env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
-           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
-           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
-           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
-    if args.database_url:
-        env["DATABASE_URL"] = args.database_url
-    os.environ.update(env)
-    (tmp / "var").mkdir()
+    server, env = private_stack.start("jc-mirror-bench-", database_url=args.database_url, appendfsync="everysec")
 
     import django
     from django.core.management import call_command

@@ -20,10 +20,8 @@ SLOWLOG adds its own cost, so those are shares, not the CPU figures above.
 
 import argparse
 import collections
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,15 +40,9 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=2000, help="jobs measured again with SLOWLOG on (0: skip)")
     args = parser.parse_args()
 
-    from tests.redis_server import RedisServer
+    import private_stack
 
-    tmp = Path(tempfile.mkdtemp(prefix="jc-redis-cost-"))
-    server = RedisServer(tmp / "redis").start()
-    env = {**os.environ, "REDIS_URL": server.url, "JOBCONSOLE_VAR_DIR": str(tmp / "var"),
-           "DJANGO_SETTINGS_MODULE": "project.settings", "JOBCONSOLE_TASK_MODULES": "jobconsole.examples",
-           "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "DEBUG": "false",
-           "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-not-a-secret"}  # fmt: skip
-    os.environ.update(env)
+    server, env = private_stack.start("jc-redis-cost-")
     try:
         import jobconsole.examples  # noqa: F401
         from jobconsole.core import Client, default_registry, scripts
