@@ -270,6 +270,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HEALTH.MIN_ATTEMPTS", 10, "attempts a window needs before its failure rate is judged"),
     Setting("HEALTH.OVERDUE_GRACE", 10.0, "seconds past its lease deadline a running job counts as overdue (red)"),
     Setting(
+        "HEALTH.MIRROR_LAG",
+        60.0,
+        "seconds the database mirror may lag behind Redis (its oldest unapplied event) before health is degraded;"
+        " 0 turns the check off",
+    ),
+    Setting(
         "HEALTH.QUEUES",
         {},
         "thresholds of single queues: {queue: {threshold: value}}",
@@ -376,6 +382,7 @@ class HealthConfig(TypedDict):
     ALARM_FAILURE_RATE: float
     MIN_ATTEMPTS: int
     OVERDUE_GRACE: float
+    MIRROR_LAG: float
     QUEUES: dict[str, dict[str, float]]
     TASKS: dict[str, dict[str, float]]
 

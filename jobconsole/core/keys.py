@@ -159,6 +159,8 @@ LOCKS = {"maintenance": MAINTENANCE_LOCK, "mirror": MIRROR_LOCK, "scheduler": SC
 # Counter the mirror leader increments with every read and records in the database: a value not above the
 # recorded one means Redis lost writes the database had seen (a restored or truncated AOF, a new empty Redis).
 REDIS_EPOCH = f"{PREFIX}:{{meta}}:epoch"
+# Health's write probe (core/redis_health.py): a tiny STRING set with a short expiry, one key in one slot.
+HEALTH_PROBE = f"{PREFIX}:{{meta}}:health-probe"
 
 
 def lock_key(name: str) -> str:
