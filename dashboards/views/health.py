@@ -1,31 +1,23 @@
-"""/healthz: the load balancer's probe."""
+"""/healthz: the load balancer's probe.
 
-import time
+503 only on what makes this process useless: Redis unreachable, the database unreachable. Redis refusing writes
+(full, unable to persist, a read-only replica) answers 200 with `"status": "degraded"` and the reason: every web
+process sees the same Redis, so taking them all out of the balancer would only hide the console that shows it."""
 
-import redis
-from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 
-from jobconsole.engine import get_client
+from jobconsole import service_health
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when Redis and the database both answer; 503 naming each one that did not, and why."""
-    timings: dict[str, float] = {}
-    failed: dict[str, str] = {}
-    try:
-        timings["redis_ms"] = round(get_client().queries.ping() * 1000, 2)
-    except redis.RedisError as exc:
-        failed["redis"] = str(exc) or type(exc).__name__
-    started = time.monotonic()
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-        timings["database_ms"] = round((time.monotonic() - started) * 1000, 2)
-    except DatabaseError as exc:
-        failed["database"] = str(exc) or type(exc).__name__
-    if failed:
-        body = {"status": "unavailable", "failed": sorted(failed), **failed, **timings}
+    """200 {"status": "healthy"|"degraded", findings, redis_ms, database_ms}; 503 {"status": "unavailable", failed,
+    <component>: why, findings} with Retry-After."""
+    result = service_health.check(service_health.PROBE)
+    findings = [f.as_json() for f in result.findings]
+    down = result.down()
+    if down:
+        failed = {f.component: f.reason for f in down}
+        body = {"status": "unavailable", "failed": sorted(failed), **failed, **result.timings, "findings": findings}
         return JsonResponse(body, status=503, headers={"Retry-After": "5"})
-    return JsonResponse({"status": "healthy", **timings})
+    status = "degraded" if result.severity else "healthy"
+    return JsonResponse({"status": status, **result.timings, "findings": findings})

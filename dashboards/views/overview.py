@@ -10,7 +10,7 @@ from dashboards import charts
 from dashboards.permissions import view_required
 from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
 from dashboards.rendering import page
-from jobconsole import health
+from jobconsole import health, service_health
 from jobconsole.metrics import series
 from jobconsole.metrics.windows import parse_span
 
@@ -32,6 +32,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     workers = live_workers()
     queues = queue_statuses(workers=workers)
     state = health.check()
+    service = service_health.check(queues=state.queues)
     by_queue = {q.queue: q for q in state.queues}
     flow = {r.queue: r for r in series.rates()}
     retrying = retrying_counts([q.name for q in queues])
@@ -51,7 +52,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "throughput": sum(r.throughput for r in flow.values()),
     }
     context: dict[str, Any] = {
-        "queues": queues, "totals": totals, "health": state, "range": span, "ranges": RANGES, "problem": problem,
+        "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
+        "problem": problem,
     }  # fmt: skip
     if getattr(request, "htmx", False) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")

@@ -1,15 +1,15 @@
 """The Go scheduler seed (Distributed Job Scheduler): `POST /jobs {"type", "priority", "payload", "max_retries"}`
--> 202 {"job_id"} (routed here by api/seeds/jobs_route.py), and `GET /health` -> 200 {"status": "healthy"}.
+-> 202 {"job_id"} (routed here by api/seeds/jobs_route.py), and `GET /health` -> 200 {"status": "healthy"} (or
+"degraded" with the reasons; 503 "unhealthy" when Redis or the database does not answer).
 
 A job type is the name of a registered task (this project registers the seed's send_email and export_data as
 example tasks); the payload string becomes the task's one parameter `payload`."""
 
 from typing import Any
 
-import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from jobconsole.engine import get_client
+from jobconsole import service_health
 from jobconsole_api.seeds.common import SeedError, plain_text, seed_view, submit
 
 INVALID_BODY = "Invalid request body"  # the seed's 400
@@ -37,10 +37,24 @@ def enqueue(body: dict[str, Any]) -> HttpResponse:
 
 @seed_view(["GET"], scope=None, style=plain_text)
 def health(request: HttpRequest) -> HttpResponse:
-    """200 {"status": "healthy"} while Redis answers; 503 {"status": "unhealthy", "error"} with Retry-After."""
-    try:
-        get_client().queries.ping()
-    except redis.RedisError as exc:
-        body = {"status": "unhealthy", "error": f"Redis: {exc or type(exc).__name__}"}
+    """200 {"status": "healthy"} as the seed answered; 200 {"status": "degraded", "reasons", "findings"} while
+    this process serves but something needs an operator (Redis refusing writes, the mirror's lag, a queue without
+    a worker); 503 {"status": "unhealthy", "error", "findings"} with Retry-After when Redis or the database does
+    not answer."""
+    result = service_health.check()
+    down = result.down()
+    if down:
+        body = {
+            "status": "unhealthy",
+            "error": " ".join(f.reason for f in down),
+            "findings": [f.as_json() for f in result.findings],
+        }
         return JsonResponse(body, status=503, headers={"Retry-After": RETRY_AFTER})
+    if result.severity:
+        problems = result.problems
+        return JsonResponse({
+            "status": "degraded",
+            "reasons": [f.reason for f in problems],
+            "findings": [f.as_json() for f in result.findings],
+        })  # fmt: skip
     return JsonResponse({"status": "healthy"})

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from jobconsole import health
+from jobconsole import health, service_health
 from jobconsole.core import runqueue
 from jobconsole.core.errors import DuplicateJob, InvalidJob
 from jobconsole_api.problems import Problem
@@ -53,12 +53,17 @@ def _job(job: Any) -> dict[str, Any]:
 
 @seed_view(["GET"], scope="submit", style=as_problem)
 def health_check(request: HttpRequest) -> HttpResponse:
-    """GET /runqueue/health: {status: g|y|r, details: {delays, retries, failures, failure_rates}, reasons}.
-    Thresholds: the HEALTH settings, per queue (HEALTH.QUEUES) and per task (HEALTH.TASKS)."""
-    result = health.check(queries=client().queries)
+    """GET /runqueue/health: {status: g|y|r, details: {delays, retries, failures, failure_rates}, reasons,
+    findings, at}. The status is the worse of the queues' rules (health.py; thresholds: the HEALTH settings, per
+    queue HEALTH.QUEUES, per task HEALTH.TASKS) and the service's findings (service_health.py: degraded is y, a
+    down database r); the service's reasons come first."""
+    queues = health.check(queries=client().queries)
+    service = service_health.check(client=client(), queues=queues.queues)
+    level = max(queues.level, service.severity.level)
     return JsonResponse({
-        "status": result.level.code,
-        "details": result.details(),
-        "reasons": [r.message for r in result.reasons],
-        "at": iso(result.at),
+        "status": level.code,
+        "details": queues.details(),
+        "reasons": [f.reason for f in service.problems] + [r.message for r in queues.reasons],
+        "findings": [f.as_json() for f in service.findings],
+        "at": iso(queues.at),
     })  # fmt: skip
