@@ -210,7 +210,7 @@ def _mirror(queries: Queries) -> Finding:
     bound = health_config()["MIRROR_LAG"]
     lag = measure(queries, queries.queues())
     if bound <= 0 or lag.seconds <= bound:
-        said = "has every event" if not lag.seconds else f"lags {duration(lag.seconds)}"
+        said = "has every event" if not lag.behind else f"lags {duration(lag.seconds)}"
         limit = f"its bound is {duration(bound)}" if bound > 0 else "HEALTH.MIRROR_LAG is off"
         return Finding(Severity.OK, MIRROR, f"The database mirror {said} ({limit}).")
     why = (

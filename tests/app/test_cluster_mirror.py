@@ -1,11 +1,13 @@
 """The database mirror and the console on a Redis Cluster (3 primaries on loopback): the mirror reads every node's
-event streams and applies them, and the console's queue list and counts cover every node."""
+event streams and applies them, the console's queue list and counts cover every node, and so does health."""
 
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from jobconsole import service_health
+from jobconsole.core import keys
 from jobconsole.core.connection import connect
 from jobconsole.core.keys import queue_keys
 from jobconsole.models import Job, MirrorCursor
@@ -67,3 +69,28 @@ def test_the_console_counts_queues_of_every_node(cluster, client, r):
     detail = browser.get(f"/queues/{queues[2]}/")
     assert detail.status_code == 200 and detail.content.decode().count("examples.echo") >= 3
     assert browser.get("/healthz").status_code == 200  # a load balancer's check: Redis (every node) and the database
+
+
+def test_health_probes_writes_on_the_shard_of_its_key_and_reads_every_node(cluster, client, r):
+    """In a Cluster the write probe is one key in one slot; the mirror's lag and the workers rule read every node."""
+    queues = spread(cluster, per_node=1, prefix="health")
+    for q in queues:
+        client.enqueue("examples.echo", {}, queue=q)
+    result = service_health.check()
+    waiting = sorted(f.reason for f in result.problems)
+    assert waiting == [f"queue '{q}' has 1 waiting job and no live worker serves it (is a runworker for it deployed?)."
+                       for q in sorted(queues)]  # fmt: skip
+    [lag] = [f.reason for f in result.findings if f.component == "mirror"]
+    assert lag.startswith("The database mirror lags")  # the jobs sit in their intakes, not yet events
+    shard = cluster.node_of(keys.HEALTH_PROBE).client()
+    shard.config_set("maxmemory", 1)
+    try:
+        body = web(*VIEW).get("/healthz").json()
+        assert body["status"] == "degraded", body
+        [refused] = [f["reason"] for f in body["findings"] if f["component"] == "redis-writes"]
+        assert (
+            refused.startswith("Redis refuses writes: OOM command not allowed")
+            and "of 1 B, maxmemory-policy" in refused
+        )
+    finally:
+        shard.config_set("maxmemory", 0)
