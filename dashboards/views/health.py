@@ -5,10 +5,12 @@ import time
 import redis
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
 
 from jobconsole.engine import get_client
 
 
+@never_cache  # a probe must see the state of now, never a cache's copy
 def healthz(request: HttpRequest) -> JsonResponse:
     """200 when Redis and the database both answer; 503 naming each one that did not, and why."""
     timings: dict[str, float] = {}
