@@ -29,17 +29,17 @@ _tightened: list[str] = []
 _problems: list[str] = []
 
 
-def protect(var_dir: Path) -> None:
-    """Make var_dir (owner-only) if missing, else tighten it and the files directly in it."""
-    var_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    if var_dir.stat().st_mode & stat.S_ISVTX:
+def protect(directory: Path) -> None:
+    """Make the directory (owner-only) if missing, else tighten it and the files directly in it."""
+    directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    if directory.stat().st_mode & stat.S_ISVTX:
         # A shared directory such as /tmp: closing it to others would break every other user of it.
         _problems.append(
-            f"{var_dir} is shared (sticky bit), left as it is: set JOBCONSOLE_VAR_DIR to a directory of its own"
+            f"{directory} is shared (sticky bit), left as it is: set JOBCONSOLE_VAR_DIR to a directory of its own"
         )
         return
-    _tighten(var_dir)
-    with os.scandir(var_dir) as entries:
+    _tighten(directory)
+    with os.scandir(directory) as entries:
         for entry in entries:
             if entry.is_file(follow_symlinks=False):
                 _tighten(Path(entry.path))
