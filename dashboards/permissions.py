@@ -5,6 +5,10 @@ account without it sees nothing (superusers have every permission); acting
 needs `operate_<kind>` (retry, cancel, edit, resubmit, pause) and deleting needs `purge_<kind>`, where kind is
 job, deadletter, queue or periodicschedule (enable, disable, run now). Views check on the server; templates
 hide what the user may not do (`can`).
+
+Every console view goes through `view_required`, which also marks its responses `Cache-Control: no-store` (as
+the admin's pages are): pages, htmx fragments and exports show jobs' parameters and errors, which no browser or
+proxy cache should keep.
 """
 
 from collections.abc import Callable
@@ -15,6 +19,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.views.decorators.cache import never_cache
 
 Kind = Literal["job", "deadletter", "queue", "periodicschedule"]
 KINDS: tuple[Kind, ...] = ("job", "deadletter", "queue", "periodicschedule")
@@ -46,8 +51,9 @@ def abilities(user: UserLike) -> dict[str, bool]:
 
 
 def view_required(view: View) -> View:
-    """Logged in (else the login page) and allowed to look (else 403)."""
+    """Logged in (else the login page) and allowed to look (else 403); never cached."""
 
+    @never_cache
     @login_required
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:

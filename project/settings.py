@@ -8,7 +8,7 @@ Everything a deployment changes comes from the environment:
     CSRF_TRUSTED_ORIGINS  comma-separated origins such as https://jobs.example.com (behind a proxy)
     DATABASE_URL          default SQLite in var/ (WAL)
     TIME_ZONE, LOG_LEVEL  default UTC, INFO
-    JOBCONSOLE_VAR_DIR    where SQLite, the embedded Redis of `make run` and var/secret_key live
+    JOBCONSOLE_VAR_DIR    where SQLite, the embedded Redis of `make run` and var/secret_key live (owner-only)
     With DEBUG off, HTTPS: SECURE_SSL_REDIRECT (on), SECURE_HSTS_SECONDS (3600),
     SECURE_HSTS_INCLUDE_SUBDOMAINS (on), SECURE_HSTS_PRELOAD (off).
     SECURE_PROXY_SSL_HEADER (unset; read whatever DEBUG is): the header a TLS-terminating proxy sets, e.g.
@@ -27,9 +27,11 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from project import var_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JOBCONSOLE_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite and the embedded Redis live here
+var_dir.protect(VAR_DIR)  # SQLite, the DEBUG key and the embedded Redis live here: owner-only (project/var_dir.py)
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -42,11 +44,7 @@ def _env_list(name: str, default: str = "") -> list[str]:
 
 def _local_secret_key() -> str:
     """For DEBUG only: a key made once per checkout, so that sessions survive restarts of `make run`."""
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return var_dir.read_or_create(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50)).strip()
 
 
 DEBUG = _env_bool("DEBUG", False)
@@ -113,6 +111,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    if (name := str(DATABASES["default"]["NAME"] or "")) and name != ":memory:" and not name.startswith("file:"):
+        # Made 0600 before SQLite would make it 0644; its -wal and -shm files then get the same mode.
+        var_dir.private_file(Path(name))
     # WAL lets the console read while the mirror writes.
     DATABASES["default"].setdefault("OPTIONS", {})["init_command"] = (
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"

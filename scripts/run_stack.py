@@ -21,6 +21,7 @@ from stack.supervisor import Service, Supervisor, say
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from jobconsole.bulk.system import SYSTEM_QUEUE  # noqa: E402 - Django-free, needs the checkout on the path
+from project import var_dir  # noqa: E402 - Django-free too: var/ owner-only, as the settings keep it
 
 VAR = Path(os.environ.get("JOBCONSOLE_VAR_DIR", ROOT / "var"))
 PYTHON = sys.executable
@@ -91,7 +92,7 @@ def start_redis(supervisor: Supervisor, env: dict[str, str]) -> None:
     if binary is None:
         sys.exit("redis-server is not installed (scripts/bootstrap.sh says how), or set REDIS_URL")
     port = embedded_redis.pick_port()
-    (VAR / "redis").mkdir(exist_ok=True)
+    var_dir.private_dir(VAR / "redis")  # Redis's data: jobs' parameters and results
     redis = Service(
         "redis", lambda: embedded_redis.command(binary, port, VAR / "redis"), color="31", stop_order=3,
         essential=True,
@@ -108,12 +109,12 @@ def start_redis(supervisor: Supervisor, env: dict[str, str]) -> None:
             sys.exit("redis-server did not start within 15 s")
     url = f"redis://127.0.0.1:{port}/0"
     # Other shells (`manage.py enqueue`, `manage.py shell`) find the embedded Redis through this file.
-    (VAR / "redis.url").write_text(url + "\n")
+    var_dir.write_private(VAR / "redis.url", url + "\n")
     env["REDIS_URL"] = url
 
 
 def main() -> int:
-    VAR.mkdir(parents=True, exist_ok=True)
+    var_dir.protect(VAR)
     # DEBUG on (unless the caller says otherwise): this is the local stack, and with DEBUG the settings make
     # and keep a SECRET_KEY of the checkout's own in var/secret_key.
     # The seed systems had no authentication: their clients and tests work against this loopback-only stack

@@ -1,6 +1,5 @@
 """Dead letters: filters, failures grouped by fingerprint, the list, and export of what a filter matches."""
 
-import csv
 import json
 from collections.abc import Iterator
 
@@ -12,6 +11,7 @@ from dashboards.distinct import distinct_values
 from dashboards.permissions import view_required
 from dashboards.rendering import page
 from dashboards.views.audit import decode_cursor, encode_cursor
+from jobconsole.csv_cells import csv_lines
 from jobconsole.models import Attempt, DeadLetter
 
 PAGE = 50
@@ -72,7 +72,7 @@ def dead_letter_export(request: HttpRequest, fmt: str) -> HttpResponse | Streami
         return HttpResponse("; ".join(filters.errors), status=400, content_type="text/plain")
     values = rows.order_by("-died_at", "-pk").values_list(*EXPORT_FIELDS).iterator(chunk_size=EXPORT_CHUNK)
     if fmt == "csv":
-        body: Iterator[str] = _csv(values)
+        body: Iterator[str] = csv_lines(EXPORT_FIELDS, values)  # formulas neutralised for spreadsheets
         content_type = "text/csv; charset=utf-8"
     else:
         body = _json(values)
@@ -82,20 +82,8 @@ def dead_letter_export(request: HttpRequest, fmt: str) -> HttpResponse | Streami
     return response
 
 
-class _Line:
-    def write(self, value: str) -> str:
-        return value
-
-
 def _text(value: object) -> object:
     return value.isoformat() if hasattr(value, "isoformat") else value
-
-
-def _csv(values: Iterator[tuple[object, ...]]) -> Iterator[str]:
-    writer = csv.writer(_Line())
-    yield writer.writerow(EXPORT_FIELDS)
-    for row in values:
-        yield writer.writerow([_text(v) if v is not None else "" for v in row])
 
 
 def _json(values: Iterator[tuple[object, ...]]) -> Iterator[str]:

@@ -5,10 +5,12 @@
 process sees the same Redis, so taking them all out of the balancer would only hide the console that shows it."""
 
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
 
 from jobconsole import service_health
 
 
+@never_cache  # a probe must see the state of now, never a cache's copy
 def healthz(request: HttpRequest) -> JsonResponse:
     """200 {"status": "healthy"|"degraded", findings, redis_ms, database_ms}; 503 {"status": "unavailable", failed,
     <component>: why, findings} with Retry-After."""
