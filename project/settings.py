@@ -89,7 +89,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboards.middleware.OperatorTimezoneMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -143,12 +142,6 @@ STORAGES: dict[str, dict[str, Any]] = {
     # that names a static file needs collectstatic to have run (it writes the manifest).
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-
-STATICFILES_FINDERS = [
-    "django.contrib.staticfiles.finders.FileSystemFinder",
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "dashboards.staticfiles.PlotlyFinder",  # plotly.js from the plotly package, never a CDN
-]
 
 LOGIN_URL = "admin:login"
 X_FRAME_OPTIONS = "DENY"

@@ -191,9 +191,9 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
 
 
 def readme_second_shell_commands() -> list[str]:
-    """The commands of the README's "In a second shell, while `make run` is running" block, as written."""
+    """The commands of the README's "In a second shell, while `make run` runs" block, as written."""
     readme = (PROJECT / "README.md").read_text()
-    after = readme[readme.index("In a second shell, while `make run` is running") :]
+    after = readme[readme.index("In a second shell, while `make run` runs") :]
     start = after.index("```sh\n") + len("```sh\n")
     block = after[start : after.index("\n```", start)]
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
