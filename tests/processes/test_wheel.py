@@ -2,6 +2,7 @@
 pip is configured with, as bootstrap installs), and run a job from a Django project of its own that knows
 nothing of this repository."""
 
+import email.parser
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+import jobconsole
 from tests.conftest import PROJECT
 
 pytestmark = [pytest.mark.slow, pytest.mark.wheel, pytest.mark.timeout(600)]
@@ -60,7 +62,8 @@ DEBUG = True
 ALLOWED_HOSTS = ["testserver"]
 INSTALLED_APPS = [
     "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "jobconsole", "dashboards", "shop",
+    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "jobconsole", "dashboards",
+    "jobconsole_api", "shop",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -89,7 +92,11 @@ URLS = """\
 from django.contrib import admin
 from django.urls import include, path
 
-urlpatterns = [path("admin/", admin.site.urls), path("ops/jobs/", include("dashboards.urls"))]
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("ops/jobs/", include("dashboards.urls")),
+    path("ops/api/", include("jobconsole_api.urls")),
+]
 """
 
 TASKS = """\
@@ -141,6 +148,21 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
     ):  # fmt: skip
         assert expected in names
     assert not [n for n in names if n.split("/")[0] in {"project", "tests", "chaos", "bench", "scripts"}]
+    assert {"jobconsole/py.typed", "dashboards/py.typed", "jobconsole_api/py.typed"} <= set(names)
+    [metadata_name] = [n for n in names if n.endswith(".dist-info/METADATA")]
+    dist_info = metadata_name.rsplit("/", 1)[0]
+    wheel_zip = zipfile.ZipFile(wheel)
+    assert "The Jobconsole authors" in wheel_zip.read(f"{dist_info}/licenses/LICENSE").decode()
+    metadata = email.parser.Parser().parsestr(wheel_zip.read(metadata_name).decode())
+    assert metadata["Version"] == jobconsole.__version__ and metadata["License-Expression"] == "MIT"
+    requires = metadata.get_all("Requires-Dist") or []
+    runtime = {re.split(r"[\[<>=!; ]", r)[0].lower() for r in requires if "extra ==" not in r}
+    assert runtime == {"django", "redis", "python-ulid", "django-htmx", "plotly", "tqdm", "prometheus-client"}
+    assert "redis[hiredis]" in " ".join(requires)  # hiredis once, through redis's extra
+    assert set(metadata.get_all("Provides-Extra") or []) == {"postgres", "server", "otel"}
+    classifiers = set(metadata.get_all("Classifier") or [])
+    assert {"Framework :: Django :: 6.0", "Framework :: Django :: 6.1", "Programming Language :: Python :: 3.12",
+            "Programming Language :: Python :: 3.13", "Typing :: Typed"} <= classifiers  # fmt: skip
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
@@ -183,3 +205,12 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
         print(job.state, reverse("dashboards:overview"), health.status_code, health.json()["status"])
     """) % job_id  # fmt: skip
     assert manage("shell", "-c", probe).splitlines()[-1].split() == ["completed", "/ops/jobs/", "200", "healthy"]
+    # /metrics after a plain install and one include of jobconsole_api.urls (a loopback scrape, allowed here
+    # without a token).
+    scrape = textwrap.dedent("""\
+        from django.test import Client
+        response = Client(REMOTE_ADDR="127.0.0.1").get("/ops/api/metrics")
+        print(response.status_code, "jobconsole_queue_jobs" in response.content.decode() or response.content[:300])
+    """)  # fmt: skip
+    loopback = {**env, "JOBCONSOLE_METRICS_ANONYMOUS_LOOPBACK": "1"}
+    assert run(python, "manage.py", "shell", "-c", scrape, cwd=site, env=loopback).splitlines()[-1] == "200 True"
