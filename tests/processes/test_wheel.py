@@ -1,6 +1,6 @@
-"""The installable package: build the wheel, install it into a scratch virtualenv (from the package index that
-pip is configured with, as bootstrap installs), and run a job from a Django project of its own that knows
-nothing of this repository."""
+"""The installable package: build the wheel, check its metadata, install it into a scratch virtualenv (from the
+package index that pip is configured with, as bootstrap installs), and in a new `startproject` with exactly the
+README's settings run a job, scrape /metrics and open every console page (DEBUG off, hashed static files)."""
 
 import email.parser
 import json
@@ -53,50 +53,39 @@ def pinned_constraints(tmp: Path) -> Path:
     return path
 
 
-SETTINGS = """\
-from pathlib import Path
+def readme_adoption_lines() -> tuple[list[str], list[str]]:
+    """The README's "Use it in your own Django project" settings, as written: (settings lines, urls lines), the
+    optional API's line included. Applied as they are, so the README and this test cannot drift apart."""
+    readme = (PROJECT / "README.md").read_text()
+    section = readme[readme.index("## Use it in your own Django project") :]
+    block = section[section.index("```python\n") + len("```python\n") :]
+    block = block[: block.index("\n```")]
+    settings_lines, url_lines = [], []
+    for line in block.splitlines():
+        if line.startswith("# Optional, the HTTP API:"):
+            apps, route = re.fullmatch(r"# Optional, the HTTP API: (.+); (path\(.+\)\))", line).groups()  # type: ignore[union-attr]
+            settings_lines.append(apps)
+            url_lines.append(f"urlpatterns += [{route}]")
+        elif line.startswith("urlpatterns"):
+            url_lines.append(line)
+        elif line.strip() and not line.startswith("#"):
+            settings_lines.append(line)
+    return settings_lines, url_lines
 
-BASE_DIR = Path(__file__).resolve().parents[2]
-SECRET_KEY = "wheel-test-only"
-DEBUG = True
+
+# What this test adds to `startproject`'s settings beside the README's lines: a production-like static files setup
+# (hashed names, DEBUG off), its Redis, its app, and the login page the README says to point LOGIN_URL at.
+SITE_SETTINGS = """\
+DEBUG = False
 ALLOWED_HOSTS = ["testserver"]
-INSTALLED_APPS = [
-    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-    "django.contrib.messages", "django.contrib.staticfiles", "django_htmx", "jobconsole", "dashboards",
-    "jobconsole_api", "shop",
-]
-MIDDLEWARE = [
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-]
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates", "DIRS": [], "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request", "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
-ROOT_URLCONF = "shopsite.urls"
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-USE_TZ = True
-STATIC_URL = "static/"
-JOBCONSOLE = {"REDIS_URL": REDIS_URL}
-"""
-
-URLS = """\
-from django.contrib import admin
-from django.urls import include, path
-
-urlpatterns = [
-    path("admin/", admin.site.urls),
-    path("ops/jobs/", include("dashboards.urls")),
-    path("ops/api/", include("jobconsole_api.urls")),
-]
+STATIC_ROOT = BASE_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+}
+INSTALLED_APPS += ["shop"]
+JOBCONSOLE["REDIS_URL"] = REDIS_URL
+LOGIN_URL = "admin:login"
 """
 
 TASKS = """\
@@ -111,29 +100,38 @@ def note(path: str, text: str) -> dict[str, int]:
     return {"wrote": len(text)}
 """
 
-MANAGE = """\
-import os
-import sys
-
-from django.core.management import execute_from_command_line
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shopsite.settings")
-execute_from_command_line(sys.argv)
+# Every console page as a logged-in operator (a superuser), with DEBUG off and the manifest storage: all 200,
+# and plotly.js answers at the URL the overview names.
+PAGES = """\
+import re
+from django.contrib.auth.models import User
+from django.test import Client
+browser = Client()
+browser.force_login(User.objects.create_superuser("operator", password="pw"))
+pages = ["", "queues/", "queues/shop.note/", "jobs/", "jobs/%(job)s/", "running/", "scheduled/", "schedules/",
+         "dead/", "workers/", "flow/", "tasks/", "tasks/shop.note/", "audit/", "bulk/"]
+codes = {page: browser.get("/jobs/" + page).status_code for page in pages}
+overview = browser.get("/jobs/").content.decode()
+[plotly] = re.findall(r'<script src="([^"]*plotly[^"]*)"', overview)
+hashed = bool(re.search(r'/static/dashboards/console\\.[0-9a-f]{12}\\.css', overview))
+print(sorted(set(codes.values())), [p for p, c in codes.items() if c != 200], browser.get(plotly).status_code, hashed)
 """
 
 
-def write_site(site: Path, redis_url: str) -> None:
-    files = {
-        "manage.py": MANAGE,
-        "shopsite/__init__.py": "",
-        "shopsite/settings.py": f"REDIS_URL = {redis_url!r}\n" + SETTINGS,
-        "shopsite/urls.py": URLS,
-        "shop/__init__.py": "",
-        "shop/tasks.py": TASKS,
-    }
-    for name, text in files.items():
-        (site / name).parent.mkdir(parents=True, exist_ok=True)
-        (site / name).write_text(textwrap.dedent(text))
+def write_site(site: Path, python: Path, env: dict[str, str], redis_url: str) -> None:
+    """`django-admin startproject shopsite`, the README's lines applied as written, and a shop app."""
+    site.mkdir()
+    run(python, "-m", "django", "startproject", "shopsite", site, cwd=site, env=env)
+    settings_lines, url_lines = readme_adoption_lines()
+    settings = site / "shopsite" / "settings.py"
+    settings.write_text(
+        f"REDIS_URL = {redis_url!r}\n" + settings.read_text() + "\n".join(settings_lines) + "\n" + SITE_SETTINGS
+    )
+    urls = site / "shopsite" / "urls.py"
+    urls.write_text("from django.urls import include\n" + urls.read_text() + "\n".join(url_lines) + "\n")
+    (site / "shop").mkdir()
+    (site / "shop" / "__init__.py").write_text("")
+    (site / "shop" / "tasks.py").write_text(TASKS)
 
 
 def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
@@ -172,11 +170,11 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
         "jobconsole", cwd=tmp_path,
     )  # fmt: skip
 
-    site = tmp_path / "site"
-    write_site(site, redis_url)
     # Nothing of this checkout on the path: the project gets jobconsole from the scratch virtualenv.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DJANGO", "JOBCONSOLE", "VIRTUAL_ENV"))}
     env |= {"PYTHONUNBUFFERED": "1", "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    site = tmp_path / "site"
+    write_site(site, python, env, redis_url)
 
     def manage(*args: str) -> str:
         return run(python, "manage.py", *args, cwd=site, env=env, timeout=120)
@@ -185,6 +183,7 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
     assert where.count(str(venv)) == 2, where
     manage("check")
     manage("migrate", "--noinput")
+    manage("collectstatic", "--noinput")  # the manifest the pages' hashed names come from
 
     out = tmp_path / "note.txt"
     job_id = manage("enqueue", "shop.note", json.dumps({"path": str(out), "text": "from the wheel"})).split()[0]
@@ -204,13 +203,16 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(
         health = Client().get(reverse("dashboards:healthz"))
         print(job.state, reverse("dashboards:overview"), health.status_code, health.json()["status"])
     """) % job_id  # fmt: skip
-    assert manage("shell", "-c", probe).splitlines()[-1].split() == ["completed", "/ops/jobs/", "200", "healthy"]
+    assert manage("shell", "-c", probe).splitlines()[-1].split() == ["completed", "/jobs/", "200", "healthy"]
     # /metrics after a plain install and one include of jobconsole_api.urls (a loopback scrape, allowed here
     # without a token).
     scrape = textwrap.dedent("""\
         from django.test import Client
-        response = Client(REMOTE_ADDR="127.0.0.1").get("/ops/api/metrics")
+        response = Client(REMOTE_ADDR="127.0.0.1").get("/api/metrics")
         print(response.status_code, "jobconsole_queue_jobs" in response.content.decode() or response.content[:300])
     """)  # fmt: skip
     loopback = {**env, "JOBCONSOLE_METRICS_ANONYMOUS_LOOPBACK": "1"}
     assert run(python, "manage.py", "shell", "-c", scrape, cwd=site, env=loopback).splitlines()[-1] == "200 True"
+    # The console as an operator sees it, with the README's settings only: no finder, middleware or context
+    # processor of ours, DEBUG off, hashed static names.
+    assert manage("shell", "-c", PAGES % {"job": job_id}).splitlines()[-1] == "[200] [] 200 True"
