@@ -2,13 +2,17 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test bootstrap lint typecheck djangochecks pytest test-db chaos bench clean
+.PHONY: run test bootstrap bootstrap-dev lint typecheck djangochecks pytest test-db chaos bench clean
 
 # The settings refuse to start without a SECRET_KEY when DEBUG is off; tools that only read them get a dummy.
 TOOL_ENV := SECRET_KEY=tools-only-not-a-secret
 
+# `make run` installs what running needs (requirements.txt); `make test` the testing tools too (requirements-dev.txt).
 bootstrap:
-	@scripts/bootstrap.sh
+	@scripts/bootstrap.sh run
+
+bootstrap-dev:
+	@scripts/bootstrap.sh dev
 
 # `make run`: Redis, the console (gunicorn, PORT=8000) and a worker, kept up like a process supervisor keeps them:
 # a worker or web process that exits is restarted with a backoff (1 s doubling to 30 s); Redis exiting stops it all;
@@ -19,7 +23,7 @@ bootstrap:
 run: bootstrap
 	@$(PY) scripts/run_stack.py
 
-test: bootstrap lint typecheck djangochecks pytest
+test: bootstrap-dev lint typecheck djangochecks pytest
 
 lint:
 	$(PY) -m ruff check .
@@ -39,18 +43,18 @@ pytest:
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The database tests again, against DATABASE_URL (CI points it at PostgreSQL).
-test-db: bootstrap
+test-db: bootstrap-dev
 	$(PY) -m pytest -q -m db $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5 = no database tests collected
 
 # The chaos suite at full volume (a few minutes; its quick version runs inside `make test`).
 # CHAOS_ARGS e.g. "--scenario kill_loop --seed 7 --keep".
-chaos: bootstrap
+chaos: bootstrap-dev
 	$(PY) -m chaos.run $(CHAOS_ARGS)
 
 # Jobconsole against Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in var/bench/).
 # The jobconsole+pg row runs on BENCH_DATABASE_URL; unset, on a database of its own (jobconsole_bench, made here)
 # when a PostgreSQL answers on 127.0.0.1:5432, else the row is skipped. That database is flushed every run.
-bench: bootstrap
+bench: bootstrap-dev
 	bash bench/setup_peers.sh
 	@if [ -z "$$BENCH_DATABASE_URL" ] && command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432; then \
 		createdb -h 127.0.0.1 -U postgres jobconsole_bench 2>/dev/null || true; \

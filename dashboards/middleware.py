@@ -1,22 +1,16 @@
-"""Show times in the operator's time zone: console.js stores the browser's zone in a cookie, read here."""
+"""Optional: the operator's time zone on every page of the site (the admin's too), not only the console's.
 
-import zoneinfo
+The console needs no middleware (dashboards/operator_time.py); list this one to extend the cookie's zone to the
+rest of the site."""
+
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-COOKIE = "jc_tz"
+from dashboards.operator_time import COOKIE, operator_zone
 
-
-def operator_zone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
-    name = request.COOKIES.get(COOKIE, "")
-    if not name or len(name) > 64:
-        return None
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return None  # a made-up or malformed zone: the site's TIME_ZONE
+__all__ = ["COOKIE", "OperatorTimezoneMiddleware", "operator_zone"]
 
 
 class OperatorTimezoneMiddleware:

@@ -22,6 +22,9 @@ What differs from Celery, on purpose:
 - Retries: none unless `autoretry_for` names the exception, or the task calls `self.retry()` (`bind=True`), as in
   Celery; `max_retries` (3), `default_retry_delay` (180 s), `retry_backoff`, `retry_backoff_max` (600 s),
   `retry_jitter` and `time_limit` become the engine task's options. Exhausted, the job is a dead letter.
+- Inside a database transaction, `delay` and `apply_async` enqueue when it commits and never if it rolls back
+  (JOBCONSOLE["IN_TRANSACTION"], default "on_commit"; "now" is Celery's own behaviour, "outbox" the outbox's);
+  `delay_on_commit` and `apply_async_on_commit` always wait for the commit, as in Celery.
 - Options that need Celery's broker (`link`, `link_error`, `expires`, `exchange`, `routing_key`, `producer`,
   `shadow`, per-call time limits...) raise TypeError instead of being dropped silently.
 """
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Concatenate, Literal, cast, overload
 
+from jobconsole import transactional
 from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import JobContext, JobNotFound, JobState, Retry
 from jobconsole.core.errors import InvalidJob
@@ -249,11 +253,13 @@ class CeleryTask[**P, R]:
         eta: datetime | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        mode: "transactional.Mode | None" = None,
         **options: Any,
     ) -> AsyncResult[R]:
         """Enqueue a job. `countdown` (seconds) or `eta` (a timezone-aware datetime) delay it; `queue` and
         `priority` (0..9, 0 first) override the task's. Raises TypeError for arguments the function does not take
-        or options Jobconsole cannot honour, ValueError (InvalidJob) for bad values."""
+        or options Jobconsole cannot honour, ValueError (InvalidJob) for bad values. Inside a database
+        transaction, as JOBCONSOLE["IN_TRANSACTION"] (or `mode`) says: by default, when it commits."""
         unsupported = sorted(
             [n for n, v in (("producer", producer), ("link", link), ("link_error", link_error), ("shadow", shadow))
              if v is not None] + [n for n, v in options.items() if n not in _NO_OP_OPTIONS and v is not None]
@@ -264,12 +270,24 @@ class CeleryTask[**P, R]:
         self._check_arguments(args, kwargs)
         if countdown is not None and eta is not None:
             raise TypeError(f"{self.name}: give countdown or eta, not both")
-        enqueued = get_client().enqueue(
-            self.name, call_params(args, kwargs), id=task_id, queue=queue or self.queue,
+        job_id = transactional.enqueue(
+            self.name, call_params(args, kwargs), mode=mode, id=task_id, queue=queue or self.queue,
             priority=celery_priority(priority if priority is not None else self.priority),
             delay=countdown, run_at=eta,
         )  # fmt: skip
-        return AsyncResult(enqueued.id)
+        return AsyncResult(job_id)
+
+    def delay_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Celery's: enqueue when the current transaction commits, never if it rolls back (at once outside one)."""
+        self.apply_async_on_commit(args, kwargs)
+
+    def apply_async_on_commit(
+        self, args: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> None:
+        """Celery's: apply_async when the current transaction commits (through the outbox when IN_TRANSACTION is
+        "outbox"). Returns None, as Celery's does; the job's arguments are checked now."""
+        mode: transactional.Mode = "outbox" if transactional.configured_mode() == "outbox" else "on_commit"
+        self.apply_async(args, kwargs, mode=mode, **options)
 
     def AsyncResult(self, task_id: str) -> AsyncResult[R]:  # noqa: N802 - Celery's name
         return AsyncResult(task_id)

@@ -184,6 +184,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("EVENTS_MAXLEN", 100_000, "approximate length each queue's event stream is trimmed to"),
     Setting("WORKER_CONCURRENCY", 10, "jobs a runworker runs at once (threads)", env="WORKER_CONCURRENCY"),
     Setting(
+        "IN_TRANSACTION",
+        "on_commit",
+        "what an enqueue of a Django @task or a jobconsole.celery call does inside a database transaction: "
+        "'on_commit' (enqueued when it commits, never on rollback), 'outbox' (through the outbox), 'now'",
+        env="JOBCONSOLE_IN_TRANSACTION",
+        check=lambda value: None if value in ("on_commit", "outbox", "now") else "must be on_commit, outbox or now",
+    ),
+    Setting(
+        "LOG_LEVEL",
+        "INFO",
+        "level of the jobconsole logger when runworker gives it a handler (a project whose LOGGING configures "
+        "neither it nor the root logger)",
+        env="JOBCONSOLE_LOG_LEVEL",
+        check=lambda value: (
+            None
+            if value.upper() in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+            else "must be DEBUG, INFO, WARNING, ERROR or CRITICAL"
+        ),
+    ),
+    Setting(
         "GROUPS",
         {},
         "concurrency groups: name -> {'connections': jobs running at once across all workers, "
@@ -424,6 +444,8 @@ class Config(TypedDict):
     CLIENT_SPIN_US: int
     EVENTS_MAXLEN: int
     WORKER_CONCURRENCY: int
+    LOG_LEVEL: str
+    IN_TRANSACTION: str
     GROUPS: dict[str, dict[str, Any]]
     QUEUE_LIMITS: dict[str, int]
     SHUTDOWN_GRACE: float

@@ -10,6 +10,9 @@ show in the console like any job.
 Mapping: Django's priority (-100..100, higher first) is stored negated (ours: lower first, -1000..1000);
 `run_after` is the job's run-at; `queue_name` is the queue. A job's result id is its job id.
 
+Inside a database transaction, an enqueue happens when it commits and never if it rolls back, unless
+JOBCONSOLE["IN_TRANSACTION"] says otherwise ("outbox", "now": jobconsole/transactional.py).
+
 OPTIONS are options of the engine's `@task` given to every Django task of this backend (`max_retries`,
 `retry_delay`, `timeout`, `visibility_timeout`, ...); `max_retries` defaults to 0, since a Django task knows
 nothing of retries: its first exception fails it (a dead letter an operator can retry from the console).
@@ -29,6 +32,7 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
+from jobconsole import transactional
 from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import Job, JobContext, JobNotFound, JobState
 from jobconsole.core.errors import InvalidJob
@@ -106,15 +110,15 @@ class JobconsoleBackend(BaseTaskBackend):
         run_after = task.run_after
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)
-        try:
-            enqueued = get_client().enqueue(
+        try:  # inside a transaction, as JOBCONSOLE["IN_TRANSACTION"] says (by default when it commits)
+            job_id = transactional.enqueue(
                 task.module_path, call_params(args, kwargs), queue=task.queue_name,
                 priority=engine_priority(task.priority), run_at=run_after,
             )  # fmt: skip
         except InvalidJob as exc:
             raise InvalidTask(str(exc)) from exc
         result: TaskResult[P, R] = TaskResult(
-            task=task, id=enqueued.id, status=TaskResultStatus.READY, enqueued_at=timezone.now(), started_at=None,
+            task=task, id=job_id, status=TaskResultStatus.READY, enqueued_at=timezone.now(), started_at=None,
             finished_at=None, last_attempted_at=None, args=args, kwargs=kwargs, backend=self.alias, errors=[],
             worker_ids=[],
         )  # fmt: skip

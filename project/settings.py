@@ -2,7 +2,9 @@
 
 Everything a deployment changes comes from the environment:
 
-    SECRET_KEY            required unless DEBUG is on (then a key made once in var/secret_key is used)
+    SECRET_KEY            required in production. With DEBUG on and no key, one is made once into var/secret_key;
+                          without DEBUG a var/secret_key that `make run` made is used when present (so commands in
+                          a second shell beside it work as the README writes them); neither: the settings refuse
     DEBUG                 off unless 1/true/yes/on (`make run` turns it on)
     ALLOWED_HOSTS         comma-separated, default 127.0.0.1,localhost
     CSRF_TRUSTED_ORIGINS  comma-separated origins such as https://jobs.example.com (behind a proxy)
@@ -42,20 +44,23 @@ def _env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-def _local_secret_key() -> str:
-    """For DEBUG only: a key made once per checkout, so that sessions survive restarts of `make run`."""
-    return var_dir.read_or_create(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50)).strip()
+def _local_secret_key(create: bool) -> str:
+    """The checkout's own key in var/secret_key, so that sessions survive restarts of `make run`. Only DEBUG makes
+    one (owner-only, once, even when processes start together); without DEBUG one already there (made by
+    `make run`) is read, and "" means there is none."""
+    path = VAR_DIR / "secret_key"
+    if not create and not path.exists():
+        return ""
+    return var_dir.read_or_create(path, lambda: secrets.token_urlsafe(50)).strip()
 
 
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or _local_secret_key(create=DEBUG)
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "SECRET_KEY is not set. In production set the SECRET_KEY environment variable to 50 or more random "
-            "characters (python -c 'import secrets; print(secrets.token_urlsafe(50))'); for local use set DEBUG=1."
-        )
-    SECRET_KEY = _local_secret_key()
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. In production set the SECRET_KEY environment variable to 50 or more random "
+        "characters (python -c 'import secrets; print(secrets.token_urlsafe(50))'); for local use set DEBUG=1."
+    )
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -84,7 +89,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboards.middleware.OperatorTimezoneMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -141,12 +145,6 @@ STORAGES: dict[str, dict[str, Any]] = {
     # that names a static file needs collectstatic to have run (it writes the manifest).
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-
-STATICFILES_FINDERS = [
-    "django.contrib.staticfiles.finders.FileSystemFinder",
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "dashboards.staticfiles.PlotlyFinder",  # plotly.js from the plotly package, never a CDN
-]
 
 LOGIN_URL = "admin:login"
 X_FRAME_OPTIONS = "DENY"

@@ -2,8 +2,13 @@
 # Make this checkout ready to run: a .venv with Python 3.12+ and the pinned requirements, a redis-server
 # 7.0 or newer, and Debian's chromium for the browser tests (apt-get on Debian/Ubuntu as root; elsewhere a
 # message saying what to install). Playwright drives that chromium: its own browser downloads are never used.
+#   scripts/bootstrap.sh        what `make run` needs: requirements.txt
+#   scripts/bootstrap.sh dev    what `make test` needs too: requirements-dev.txt, and chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=${1:-run}
+case "$mode" in run | dev) ;; *) echo "usage: scripts/bootstrap.sh [run|dev]" >&2; exit 2 ;; esac
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
@@ -65,8 +70,12 @@ venv_usable() {
   [ -x .venv/bin/python ] && python_ok .venv/bin/python && .venv/bin/python -m pip --version >/dev/null 2>&1
 }
 
+requirement_files() { if [ "$mode" = dev ]; then echo requirements.txt requirements-dev.txt; else echo requirements.txt; fi; }
+
 install_requirements() {
-  .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -r requirements.txt
+  local args=() file
+  for file in $(requirement_files); do args+=(-r "$file"); done
+  .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet "${args[@]}"
 }
 
 if ! venv_usable; then
@@ -76,10 +85,14 @@ if ! venv_usable; then
   make_venv
 fi
 
+# The stamp says what was installed last: "run <sha of requirements.txt>" or "dev <sha of both files>". A dev
+# install serves `make run` too; a run install does not serve `make test`.
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing requirements into .venv"
+digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
+want="$mode $(digest $(requirement_files))"
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$have" != "$want" ] && ! { [ "$mode" = run ] && [ "$have" = "dev $(digest requirements.txt requirements-dev.txt)" ]; }; then
+  say "installing $(requirement_files | sed 's/ / and /') into .venv"
   if ! install_requirements; then
     if [ -s "$stamp" ]; then
       say "pip install failed (the .venv worked before: the output above says why, e.g. the package index)"
@@ -119,7 +132,7 @@ if command -v redis-server >/dev/null 2>&1; then
 fi
 
 # The browser tests (tests/browser/) drive /usr/bin/chromium through Playwright; without it they are skipped.
-if [ ! -x /usr/bin/chromium ]; then
+if [ "$mode" = dev ] && [ ! -x /usr/bin/chromium ]; then
   if as_root_on_debian; then
     say "installing chromium with apt-get (for the browser tests)"
     apt_install chromium || say "apt-get could not install chromium; the browser tests will be skipped"

@@ -17,7 +17,8 @@ What: one reading of the engine (no job scanned), as cumulative sums (monotonic:
 the engine's buckets (explicit bounds in the metric's unit), and gauges. The totals count since 00:00 UTC
 (totals.py), which is each point's start time: a new day is a new start, which OTLP readers treat as a reset.
 
-The packages are optional (`pip install jobconsole[otel]`, or requirements.txt here). Without them, an
+The packages are optional (the otel extra: `pip install "/path/to/checkout[otel]"`, or the two opentelemetry
+packages; requirements-dev.txt here). Without them, an
 environment asking for the export gets a warning in the log and no export.
 """
 
@@ -81,7 +82,8 @@ def build_exporter(environ: Mapping[str, str] = os.environ) -> Any:
             raise ExportUnavailable(f"OTLP protocol {protocol!r} is not supported: use http/protobuf or grpc")
     except ImportError as exc:
         raise ExportUnavailable(
-            f"the OTLP {protocol} exporter is not installed ({exc.name}): pip install 'jobconsole[otel]'"
+            f"the OTLP {protocol} exporter is not installed ({exc.name}): install Jobconsole's otel extra "
+            "(docs/metrics.md says how)"
         ) from None
     return OTLPMetricExporter()
 

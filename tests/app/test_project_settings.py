@@ -34,6 +34,17 @@ def test_debug_makes_and_keeps_a_local_key(tmp_path: Path) -> None:
     assert load_settings(tmp_path, DEBUG="1").stdout == first.stdout
 
 
+def test_without_debug_the_key_make_run_made_is_read_never_made(tmp_path: Path) -> None:
+    """Commands in a second shell beside `make run` (DEBUG off there) use the key `make run` made."""
+    made = load_settings(tmp_path, DEBUG="1")
+    key = (tmp_path / "var" / "secret_key").read_text()
+    beside = load_settings(tmp_path)
+    assert beside.returncode == 0, beside.stderr
+    assert beside.stdout.split()[:2] == ["False", str(len(key))] == ["False", made.stdout.split()[1]]
+    # An explicit SECRET_KEY wins over the file.
+    assert load_settings(tmp_path, SECRET_KEY="y" * 60).stdout.split()[:2] == ["False", "60"]
+
+
 def test_production_settings_with_a_key(tmp_path: Path) -> None:
     result = load_settings(tmp_path, SECRET_KEY="x" * 50)
     assert result.stdout.split() == ["False", "50", "True"], result.stderr

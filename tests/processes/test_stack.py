@@ -29,11 +29,12 @@ STARTUP_S = 120  # migrate, collectstatic (compressing every file), gunicorn and
 class Stack:
     """`python scripts/run_stack.py` in a var dir of its own; its output goes to stack.log."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, unset: tuple[str, ...] = (), **env: str) -> None:
         self.log = tmp_path / "stack.log"
         self.var = tmp_path / "var"
         environ = manage_env("", tmp_path, PORT=str(free_port()), **env)
-        del environ["REDIS_URL"]  # the stack starts its own redis-server
+        for name in ("REDIS_URL", *unset):  # the stack starts its own redis-server
+            del environ[name]
         with self.log.open("wb") as out:
             self.popen = subprocess.Popen(
                 [PYTHON, "scripts/run_stack.py"], cwd=PROJECT, env=environ, stdout=out, stderr=subprocess.STDOUT
@@ -97,8 +98,8 @@ class Stack:
 def start_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     started: list[Stack] = []
 
-    def start(**env: str) -> Stack:
-        stack = Stack(tmp_path, **env)
+    def start(unset: tuple[str, ...] = (), **env: str) -> Stack:
+        stack = Stack(tmp_path, unset, **env)
         started.append(stack)
         return stack
 
@@ -187,6 +188,59 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
     assert "restarting" not in out  # a stop is not a crash
     assert out.rstrip().endswith("stopped")
     assert_all_gone(processes, stack)
+
+
+def readme_second_shell_commands() -> list[str]:
+    """The commands of the README's "In a second shell, while `make run` runs" block, as written."""
+    readme = (PROJECT / "README.md").read_text()
+    after = readme[readme.index("In a second shell, while `make run` runs") :]
+    start = after.index("```sh\n") + len("```sh\n")
+    block = after[start : after.index("\n```", start)]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_readme_second_shell_commands_work_as_written_beside_make_run(
+    start_stack: Callable[..., Stack], tmp_path: Path
+) -> None:
+    """From a fresh checkout: `make run` (no SECRET_KEY, it turns DEBUG on), then the README's commands in another
+    shell with nothing exported (no DEBUG, no SECRET_KEY, no REDIS_URL): each exits 0 and does what it says."""
+    stack = start_stack(unset=("SECRET_KEY", "JOBCONSOLE_TASK_MODULES"))
+    stack.running_workers(1)
+    # The README's list of what `make run` starts names every process the stack prefixes its log with.
+    listed = (PROJECT / "README.md").read_text().split("## What `make run` does")[1].split("\n## ")[0]
+    commands = " ".join(stack.processes().values())
+    assert " runmirror" in commands and " runworker " in commands and "gunicorn" in commands
+    assert [n for n in ("redis", "web", "worker-1", "system", "mirror") if f"`{n}`" not in listed] == []
+    exported = {"SECRET_KEY", "DEBUG", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "JOBCONSOLE_TASK_MODULES"}
+    shell = {k: v for k, v in os.environ.items() if k not in exported}
+    shell["JOBCONSOLE_VAR_DIR"] = str(stack.var)  # the checkout's var/, here the test's own
+    commands = readme_second_shell_commands()
+    assert [c.split()[2:4] for c in commands] == [
+        ["enqueue", "examples.echo"], ["enqueue", "examples.fail"], ["jobs", "queues"], ["jobs", "show"],
+        ["jobs", "requeue"],
+    ]  # fmt: skip
+    assert all(c.startswith(".venv/bin/python manage.py ") for c in commands)
+
+    def run(command: str, job_id: str = "") -> str:
+        line = command.replace("<job id>", job_id).replace(".venv/bin/python", PYTHON, 1)
+        result = subprocess.run(line, shell=True, cwd=PROJECT, env=shell, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"{command}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    echo_id = run(commands[0]).split()[0]
+    fail_ids = [line.split()[0] for line in run(commands[1]).splitlines()]
+    assert len(fail_ids) == 5
+    wait_until(lambda: stack.client.get(echo_id).state is JobState.COMPLETED, 60, "the echo job", stack.output)
+    wait_until(lambda: stack.client.get(fail_ids[0]).state is JobState.DEAD, 60, "a dead fail job", stack.output)
+    assert re.search(r"^examples\.echo .* completed=1 ", run(commands[2]), re.M)
+    shown = run(commands[3], echo_id)
+    assert echo_id in shown and "completed" in shown
+    first_run = len(stack.client.get(fail_ids[0]).history)
+    assert run(commands[4], fail_ids[0]).strip() == "queued"
+    # Brought back, it runs again: more attempts in its history than its first life had.
+    wait_until(lambda: len(stack.client.get(fail_ids[0]).history) > first_run, 60, "the requeued job", stack.output)
 
 
 def test_backoff_doubles_to_its_limit_and_starts_over_after_a_stable_run() -> None:

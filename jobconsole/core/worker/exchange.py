@@ -304,14 +304,20 @@ class Exchange:
                 o.kind,
             )
         elif o.kind is Kind.FAIL:
+            # One line a failure, with what became of the job: a retry is INFO, an end (dead, failed) ERROR.
             state = code.state if isinstance(code, Failed) else ""
-            log.info(
-                "job failed job=%s task=%s attempt=%d error=%s state=%s",
+            retrying = state in ("retrying", "queued", "scheduled")
+            message = " ".join(str(o.error.get("message", "")).split())[:300]
+            log.log(
+                logging.INFO if retrying else logging.ERROR,
+                "job failed job=%s task=%s attempt=%d state=%s (%s) error=%s: %s",
                 o.job.id,
                 o.job.task.name,
                 o.job.attempt,
-                o.error.get("error_class"),
                 state,
+                "will retry" if retrying else "dead-lettered" if state == "dead" else "not retried",
+                o.error.get("error_class"),
+                message,
             )
         elif o.kind is Kind.RELEASE:
             log.info("job requeued on shutdown job=%s task=%s", o.job.id, o.job.task.name)

@@ -23,6 +23,7 @@ from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
 from jobconsole.django_backend import served_queues
 from jobconsole.engine import define_flow_control, get_redis
+from jobconsole.logs import announce_worker, ensure_handler
 
 
 def parse_queues(raw: str) -> tuple[list[str], dict[str, int] | None]:
@@ -86,6 +87,7 @@ class Command(BaseCommand):
         if options["role"] and options["queues"]:
             raise CommandError("give --queues or --role, not both")
         config = get_config()
+        ensure_handler(config["LOG_LEVEL"])  # a project without LOGGING still sees starts and failures
         queues, weights = parse_queues(options["queues"])
         queues = (
             queues
@@ -148,6 +150,11 @@ class Command(BaseCommand):
         if system is not None:
             system_thread = threading.Thread(target=system.run, name="jc-system-worker", daemon=True)
             system_thread.start()
+        announce_worker(
+            worker.id, queues, worker.concurrency, config["REDIS_URL"],
+            [f"system_queue={SYSTEM_QUEUE}"] * (system is not None) + ["mirror=thread"] * (mirror_thread is not None)
+            + ["scheduler=thread"] * (scheduler_thread is not None) + ["burst"] * options["burst"],
+        )  # fmt: skip
         worker.install_signal_handlers()
         try:
             worker.run()
