@@ -21,7 +21,7 @@ from jobconsole.core import (
     RedisFull,
     UnknownTask,
 )
-from jobconsole.core.client import MAX_UNIQUE_KEY, JobSpec
+from jobconsole.core.client import MAX_RETRIES, MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
 from jobconsole.core.timing import MAX_DELAY_SECONDS
@@ -86,7 +86,7 @@ JOB_SPEC = obj(
         "group": string("another concurrency group than the task's; \"\" for none", pattern=GROUP_PATTERN),
         "unique_until": string("hold the unique key until the job ends (the default) or until it starts",
                                enum=["end", "start"]),
-        "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=1000),
+        "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=MAX_RETRIES),
         "unique_key": string("while a live job holds this key, no other is enqueued with it", minLength=1,
                              maxLength=MAX_UNIQUE_KEY),
     },
