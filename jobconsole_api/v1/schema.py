@@ -212,7 +212,11 @@ def _check_object(value: dict[str, Any], schema: Schema, path: str, errors: list
 
 def integral(value: Any, schema: Schema) -> Any:
     """A valid `value` with every float of integer value where `schema` wants an integer made an int (5.0 -> 5)."""
-    if isinstance(value, float) and value.is_integer() and _wants_integer(value, schema):
+    for option in [*schema.get("anyOf", []), *schema.get("oneOf", [])]:
+        if not validate(value, option):  # the form the value has
+            value = integral(value, option)
+            break
+    if isinstance(value, float) and value.is_integer() and _wants_integer(schema):
         return int(value)
     if isinstance(value, list):
         prefix = schema.get("prefixItems", [])
@@ -221,15 +225,12 @@ def integral(value: Any, schema: Schema) -> Any:
     if isinstance(value, dict):
         properties = schema.get("properties", {})
         extra = schema.get("additionalProperties")
-        return {
-            k: integral(v, properties.get(k) or (extra if isinstance(extra, dict) else {})) for k, v in value.items()
-        }
+        others = extra if isinstance(extra, dict) else {}
+        return {k: integral(v, properties.get(k) or others) for k, v in value.items()}
     return value
 
 
-def _wants_integer(value: float, schema: Schema) -> bool:
+def _wants_integer(schema: Schema) -> bool:
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    if "integer" in kinds and "number" not in kinds:
-        return True
-    return any(_wants_integer(value, option) for option in schema.get("anyOf", []) if not validate(value, option))
+    return "integer" in kinds and "number" not in kinds

@@ -96,6 +96,7 @@ def test_integer_body_fields_take_integral_numbers(operator: Api) -> None:
 def test_a_group_rate_limit_has_its_shape_in_the_schema(operator: Api) -> None:
     assert operator.put("/groups/mail", {"requests": [10, "second"]}).status_code == 200
     assert operator.put("/groups/mail", {"requests": [100, 1, "minutes"]}).status_code == 200
+    assert operator.put("/groups/mail", {"requests": [100.0, 2.0, "minutes"]}).json()["groups"][0]["requests"] == 100
     assert problem(operator.put("/groups/mail", {"requests": ["second", 10]}), 422)["errors"]
     for nothing in ({}, {"connections": 0}):
         message = problem(operator.put("/groups/mail", nothing), 422)["errors"][0]["message"]
