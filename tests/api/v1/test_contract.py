@@ -119,3 +119,12 @@ def test_dead_letter_times_are_dates_or_zoned_date_times(operator: Api) -> None:
     assert operator.get("/dead-letters", since="2026-11-25").status_code == 200
     assert operator.get("/dead-letters", since="2026-11-25T14:00:00Z").status_code == 200
     assert problem(operator.get("/dead-letters", since="2026-11-25T14:00"), 400)["errors"][0]["field"] == "since"
+
+
+@pytest.mark.parametrize("extra", [{}, {"delay": 600}, {"unique_key": "k"}, {"group": "g"}])
+def test_recover_on_a_just_submitted_waiting_job_is_a_conflict(operator: Api, extra: dict[str, Any]) -> None:
+    """Redis holds a job that waits, whichever way it was submitted: recovering it is a 409 naming its state."""
+    operator.put("/groups/g", {"connections": 1})
+    job = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}, **extra}).json()
+    detail = problem(operator.post(f"/jobs/{job['id']}/recover"), 409)["detail"]
+    assert job["state"] in detail, detail
