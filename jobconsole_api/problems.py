@@ -31,6 +31,7 @@ TITLES = {
     406: "Not Acceptable",
     409: "Conflict",
     413: "Content Too Large",
+    414: "URI Too Long",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
     429: "Too Many Requests",

@@ -24,10 +24,11 @@ from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
 from jobconsole.core.store import Call, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
-from jobconsole.core.timing import MAX_DELAY_SECONDS, parse_run_at
+from jobconsole.core.timing import MAX_DELAY_SECONDS, TOO_FAR, parse_run_at
 
 MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
+MAX_RETRIES = 1000  # retries after the first attempt a job may be given
 SCRIPT_BATCH = 250  # jobs per enqueue script call
 DEFAULT_SPIN_US = 200  # an enqueue spins this long at most for its reply instead of sleeping (core/wire.py)
 
@@ -410,8 +411,8 @@ def encode_params(params: Any, task: Task | None) -> str:
 
 
 def _check_max_retries(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
-        raise InvalidJob(f"max_retries must be an integer from 0 to 1000; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        raise InvalidJob(f"max_retries must be an integer from 0 to {MAX_RETRIES}; got {value!r}")
     return value
 
 
@@ -430,6 +431,6 @@ def _timing(delay: float | None, run_at: datetime | None) -> tuple[Arg, Arg]:
             raise InvalidJob("run_at must be a timezone-aware datetime")
         ms = int(run_at.timestamp() * 1000)
         if ms > (datetime.now().timestamp() + MAX_DELAY_SECONDS) * 1000:
-            raise InvalidJob("run_at is too far in the future")
+            raise InvalidJob(f"run_at {TOO_FAR}")
         return "", ms  # a past run_at runs at once
     return "", ""

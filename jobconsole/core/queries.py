@@ -7,6 +7,7 @@ entry, so every read of a queue's jobs drains its intake first (`Store.drain`).
 
 import base64
 import json
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -165,17 +166,22 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         raise InvalidJob(f"invalid cursor {cursor!r}") from None
 
 
+# A timed page's cursor is the position of its last entry, readable and checkable by a pattern: its time (ms
+# since the epoch), queue and job id. Any string of this shape is a position to go on from.
+TIMED_CURSOR_PATTERN = "^[0-9]{1,16}(\\.[0-9]{1,6})?~[A-Za-z0-9_.\\-]{1,100}~[0-9A-Z]{26}$"
+
+
 def _encode_timed_cursor(entry: _Entry) -> str:
     score, queue, member = entry
-    return base64.urlsafe_b64encode(f"{score!r}|{queue}|{member}".encode()).decode()
+    shown = f"{score:.6f}".rstrip("0").rstrip(".")
+    return f"{shown}~{queue}~{member}"
 
 
 def _decode_timed_cursor(cursor: str) -> _Entry:
-    try:
-        score, queue, member = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
-        return float(score), queue, member
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidJob(f"invalid cursor {cursor!r}") from None
+    if not re.fullmatch(TIMED_CURSOR_PATTERN, cursor):
+        raise InvalidJob(f"invalid cursor {cursor!r}")
+    score, queue, member = cursor.split("~")
+    return float(score), queue, member
 
 
 @dataclass(frozen=True, slots=True)

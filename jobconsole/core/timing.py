@@ -11,6 +11,7 @@ from typing import Any
 from jobconsole.core.errors import InvalidJob
 
 MAX_DELAY_SECONDS = 5 * 365 * 86400  # run_at/delay further out than this is almost surely a mistake
+TOO_FAR = f"is too far in the future (at most {MAX_DELAY_SECONDS:,} seconds, 5 years, from now)"
 
 _UNIT_SECONDS = {"weeks": 7 * 86400, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 _UNITS = {
@@ -63,13 +64,13 @@ def relative_seconds(spec: list[Any] | tuple[Any, ...], *, now: datetime | None 
     else:
         seconds = n * _UNIT_SECONDS[unit]
     if seconds > MAX_DELAY_SECONDS:
-        raise InvalidJob(f"run_at {list(spec)!r} is too far in the future")
+        raise InvalidJob(f"run_at {list(spec)!r} {TOO_FAR}")
     return seconds
 
 
 def add_months(moment: datetime, months: int) -> datetime:
     if months > MAX_DELAY_SECONDS // (28 * 86400):  # a year past datetime's range fails below otherwise
-        raise InvalidJob(f"run_at [{months}, months] is too far in the future")
+        raise InvalidJob(f"run_at [{months}, months] {TOO_FAR}")
     index = moment.month - 1 + months
     year, month = moment.year + index // 12, index % 12 + 1
     day = min(moment.day, calendar.monthrange(year, month)[1])

@@ -110,6 +110,21 @@ def seed_view(
     return decorate
 
 
+GO_NOT_FOUND = "404 page not found"  # Go's http.NotFound, what the Go seeds' muxes answered for any other path
+FASTAPI_NOT_FOUND = "Not Found"  # Starlette's 404 detail (Jobbers)
+
+
+def not_found(style: ErrorStyle, message: str) -> ViewFunction:
+    """A seed's answer to a path under its prefix that none of its routes takes (any method), in its own format:
+    without it the site's HTML 404 page would answer inside the seed's URL space."""
+
+    @csrf_exempt
+    def view(request: HttpRequest, rest: str = "") -> HttpResponse:
+        return style(404, message)
+
+    return view
+
+
 def engine_status(exc: Exception) -> int:
     if isinstance(exc, JobNotFound):
         return 404

@@ -10,6 +10,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from jobconsole import service_health
+from jobconsole.core.client import MAX_RETRIES
 from jobconsole_api.seeds.common import SeedError, plain_text, seed_view, submit
 
 INVALID_BODY = "Invalid request body"  # the seed's 400
@@ -29,8 +30,10 @@ def enqueue(body: dict[str, Any]) -> HttpResponse:
     if not isinstance(payload, str):
         raise SeedError(400, f"{INVALID_BODY}\npayload must be a string (e.g. JSON text)")
     max_retries = body.get("max_retries")
-    if max_retries is not None and (isinstance(max_retries, bool) or not isinstance(max_retries, int)):
-        raise SeedError(400, f"{INVALID_BODY}\nmax_retries must be an integer")
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= MAX_RETRIES
+    ):
+        raise SeedError(400, f"{INVALID_BODY}\nmax_retries must be an integer from 0 to {MAX_RETRIES}")
     job_id = submit(job_type.strip(), {"payload": payload}, priority=priority, max_retries=max_retries)
     return JsonResponse({"job_id": job_id}, status=202)
 

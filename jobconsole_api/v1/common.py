@@ -1,7 +1,7 @@
 """Pieces the operations share: paging parameters, engine refusals as problems, the caller's own jobs."""
 
-import base64
-from typing import Any
+import re
+from datetime import UTC, datetime, timedelta
 
 from jobconsole.actions import Outcome
 from jobconsole.conf import api_config
@@ -11,7 +11,6 @@ from jobconsole_api.problems import Problem
 from jobconsole_api.v1.routing import Call, Param, Response
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, integer, obj, string
 
-MAX_CURSOR = 300
 MAX_REASON = 1000
 
 
@@ -29,10 +28,11 @@ def _limit() -> Schema:
     return integer("items per page", minimum=1, maximum=config["MAX_PAGE_SIZE"], default=config["PAGE_SIZE"])
 
 
-PAGING = (
-    Param("limit", _limit),
-    Param("cursor", string("from the previous page's next_cursor", maxLength=MAX_CURSOR)),
-)
+def paging(cursor_pattern: str, position: str) -> tuple[Param, Param]:
+    """`limit` and `cursor`: a cursor is a position (`position` says what it holds), so any value of its
+    pattern pages on from there; a value of another shape is a 400."""
+    description = f"from the previous page's next_cursor: the position of its last item ({position})"
+    return Param("limit", _limit), Param("cursor", string(description, pattern=cursor_pattern))
 
 
 def page_of(item: Schema) -> Schema:
@@ -69,15 +69,18 @@ def no_job(job_id: str) -> Problem:
     return Problem(404, f"No job {job_id}.")
 
 
-def encode_cursor(*parts: Any) -> str:
-    return base64.urlsafe_b64encode("|".join(str(p) for p in parts).encode()).decode()
+# A dead letters page's cursor: the last row's death time (microseconds since the epoch) and row number.
+DEAD_LETTER_CURSOR = "^[0-9]{1,16}~[0-9]{1,18}$"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
-def decode_cursor(cursor: str, count: int) -> list[str]:
-    try:
-        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
-    except (ValueError, UnicodeDecodeError):
-        parts = []
-    if len(parts) != count:
-        raise Problem(400, "The cursor is not one this API gave out; start from the first page (no cursor).")
-    return parts
+def encode_cursor(moment: datetime, pk: int) -> str:
+    return f"{(moment - _EPOCH) // _MICROSECOND}~{pk}"
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    if not re.fullmatch(DEAD_LETTER_CURSOR, cursor):
+        raise Problem(400, "The cursor is not a position of this list; start from the first page (no cursor).")
+    micros, _, pk = cursor.partition("~")
+    return _EPOCH + int(micros) * _MICROSECOND, int(pk)

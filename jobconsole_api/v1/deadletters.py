@@ -2,7 +2,6 @@
 a filter. A resubmit or purge over more than API.BULK_THRESHOLD jobs runs as a tracked bulk operation on the
 workers (jobconsole/bulk/): the answer is 202 with the operation, whose progress GET /operations/{id} reports."""
 
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -20,11 +19,23 @@ from jobconsole.models import Attempt, DeadLetter, Job
 from jobconsole.moments import to_utc
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
-from jobconsole_api.v1.common import PAGING, REASON, decode_cursor, encode_cursor, job_id_param, no_job
+from jobconsole_api.v1.common import (
+    DEAD_LETTER_CURSOR,
+    REASON,
+    decode_cursor,
+    encode_cursor,
+    job_id_param,
+    no_job,
+    paging,
+)
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, array, boolean, obj, ref, string
 
-WHEN = string("an ISO date (2026-11-25) or date and time; without a zone, UTC", maxLength=40)
+WHEN: Schema = {
+    "anyOf": [string(format="date", maxLength=10), string(format="date-time", maxLength=40)],
+    "description": "a date (2026-11-25: its first moment for since, its last for until) or a date and time with "
+    "its zone (2026-11-25T14:00:00Z)",
+}
 FILTER_FIELDS: dict[str, Schema] = {
     "queue": string(pattern=NAME_PATTERN),
     "task": string(pattern=NAME_PATTERN),
@@ -40,9 +51,7 @@ FILTER_FIELDS: dict[str, Schema] = {
 
 def _selection(ids: list[str] | None, filters: dict[str, Any]) -> Selection:
     try:
-        if ids is not None:
-            if not ids:
-                raise Problem(422, "`ids` is empty: name at least one job, or send a `filter` instead.")
+        if ids is not None:  # the schema requires at least one
             return parse_selection("deadletter", {"ids": ids})
         return parse_selection("deadletter", filters)
     except SelectionError as exc:
@@ -51,7 +60,9 @@ def _selection(ids: list[str] | None, filters: dict[str, Any]) -> Selection:
 
 @operation(
     "GET", "/dead-letters", operation_id="list_dead_letters", summary="List dead letters", tag="dead letters",
-    params=(*(Param(name, schema) for name, schema in FILTER_FIELDS.items()), *PAGING), database_only=True,
+    params=(*(Param(name, schema) for name, schema in FILTER_FIELDS.items()),
+            *paging(DEAD_LETTER_CURSOR, "its death time in microseconds since the epoch ~ its row number")),
+    database_only=True,
     responses={200: Response("A page of dead letters, newest first.", obj(
         {"items": array(ref("DeadLetter")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
 )  # fmt: skip
@@ -63,18 +74,14 @@ def list_dead_letters(call: Call) -> Reply:
     except SelectionError as exc:
         raise Problem(400, str(exc)) from None
     if cursor := call.params.get("cursor"):
-        moment, pk = decode_cursor(cursor, 2)
-        try:
-            at, last = to_utc(datetime.fromisoformat(moment)), int(pk)
-        except ValueError:
-            raise Problem(400, "The cursor is not one this API gave out; start from the first page.") from None
+        at, last = decode_cursor(cursor)
         rows = rows.filter(Q(died_at__lt=at) | Q(died_at=at, pk__lt=last))
     limit = call.params["limit"]
     found = list(rows.order_by("-died_at", "-pk")[: limit + 1])
     next_cursor = None
     if len(found) > limit:
         found = found[:limit]
-        next_cursor = encode_cursor(found[-1].died_at.isoformat(), found[-1].pk)
+        next_cursor = encode_cursor(to_utc(found[-1].died_at), found[-1].pk)
     return Reply(200, {"items": [shapes.dead_letter(letter) for letter in found], "next_cursor": next_cursor})
 
 
@@ -101,14 +108,17 @@ def history(call: Call) -> Reply:
 def _body(extra: dict[str, Schema]) -> Schema:
     return obj(
         {
-            "ids": array(string(pattern=ULID_PATTERN), "these jobs' dead letters", maxItems=MAX_IDS),
+            "ids": array(string(pattern=ULID_PATTERN), "these jobs' dead letters", minItems=1, maxItems=MAX_IDS),
             "filter": obj(FILTER_FIELDS, (), "every dead letter this filter matches ({} : every open one)"),
             "reason": REASON,
             **extra,
         },
         (),
-        "Either `ids` or `filter`.",
-    )
+        "Either `ids` or `filter`, not both.",
+    ) | {
+        "oneOf": [{"required": ["ids"]}, {"required": ["filter"]}],
+        "x-one-message": "send either `ids` (a list of job ids) or `filter` (an object; {} for every open one)",
+    }
 
 
 DONE = obj(
@@ -120,14 +130,13 @@ BULK_RESPONSES = {
     200: Response("Done in the request.", DONE),
     202: Response("Too many for one request: a bulk operation runs it on the workers. Follow its Location.",
                   ref("Operation")),
-    422: Response("Neither ids nor a filter, both, or a value that cannot be what it names; or nothing to do."),
+    422: Response("Neither ids nor a filter, both, or a value that does not fit the schema; or the "
+                  "Idempotency-Key was used before with another body."),
 }  # fmt: skip
 
 
 def _chosen(call: Call) -> Selection:
-    body = call.body
-    if ("ids" in body) == ("filter" in body):
-        raise Problem(422, "Send either `ids` (a list of job ids) or `filter` (an object; {} for every open one).")
+    body = call.body  # the schema makes it `ids` or `filter`, one of them
     return _selection(body.get("ids"), body.get("filter") or {})
 
 

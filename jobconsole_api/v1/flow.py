@@ -4,13 +4,13 @@ from typing import Any
 
 from jobconsole import audit
 from jobconsole.core.errors import InvalidJob
-from jobconsole.core.groups import Group
+from jobconsole.core.groups import PERIODS_MS, Group
 from jobconsole.core.queries import GroupState
 from jobconsole.engine import get_client
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1.common import REASON, queue_param
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
-from jobconsole_api.v1.schema import NAME_PATTERN, array, integer, nullable, obj, string
+from jobconsole_api.v1.schema import NAME_PATTERN, Schema, array, integer, nullable, obj, string
 
 GROUP = obj(
     {
@@ -60,17 +60,27 @@ def get_flow(call: Call) -> Reply:
     return Reply(200, _flow())
 
 
+COUNT = integer(minimum=1)
+UNIT = string(enum=sorted({*PERIODS_MS, *(unit + "s" for unit in PERIODS_MS)}))
+RATE: Schema = {"type": "array", "prefixItems": [COUNT, UNIT], "minItems": 2, "maxItems": 2}
+
+
 @operation(
     "PUT", "/groups/{group}", operation_id="define_group", summary="Define a concurrency group", tag="flow",
     params=(Param("group", string("the group's name", pattern=NAME_PATTERN), where="path", required=True),),
     body=obj(
         {
             "connections": integer("jobs running at once across all workers; 0 or absent: no cap", minimum=0),
-            "requests": {"type": "array", "description": "a rate limit: [n, unit] or [n, per, unit] (second, minute "
-                         "or hour), e.g. [10, \"second\"]"},
+            "requests": {
+                "anyOf": [RATE, {**RATE, "prefixItems": [COUNT, COUNT, UNIT], "minItems": 3, "maxItems": 3}],
+                "description": "a rate limit: [n, unit] or [n, per, unit] (second, minute or hour; singular or "
+                "plural), e.g. [10, \"second\"]",
+            },
             "reason": REASON,
         }
-    ),
+    ) | {"anyOf": [{"required": ["connections"], "properties": {"connections": {"minimum": 1}}},
+                   {"required": ["requests"]}],
+         "x-any-message": "give connections (at least 1), requests or both"},
     responses={200: Response("Every group and limit as they are now.", FLOW), 400: Response("A bad limit.")},
 )  # fmt: skip
 def define_group(call: Call) -> Reply:

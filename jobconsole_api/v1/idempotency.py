@@ -18,8 +18,18 @@ from jobconsole.conf import api_config
 from jobconsole.engine import get_client
 from jobconsole_api.models import ApiToken
 from jobconsole_api.problems import Problem
+from jobconsole_api.v1.schema import validate
 
 MAX_KEY = 255
+# Visible ASCII, spaces only inside: what every HTTP stack passes through unchanged (a header's edges are trimmed).
+KEY_PATTERN = "^[!-~]([ -~]*[!-~])?$"
+KEY_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_KEY,
+    "pattern": KEY_PATTERN,
+    "x-pattern-message": "must be visible ASCII characters (spaces allowed between them)",
+}
 RUNNING_TTL = 60  # seconds a reservation lives if its request dies before storing a response
 KEPT_HEADERS = ("Content-Type", "Location", "Retry-After")
 
@@ -37,8 +47,8 @@ def _digest(operation: str, body: bytes) -> str:
 
 
 def once(token: ApiToken, operation: str, key: str, body: bytes, run: Callable[[], HttpResponse]) -> HttpResponse:
-    if not key or len(key) > MAX_KEY or not key.isprintable():
-        raise Problem(400, f"The Idempotency-Key must be 1 to {MAX_KEY} printable characters.")
+    if validate(key, KEY_SCHEMA):  # the routing checks it first, naming what is wrong
+        raise Problem(400, f"The Idempotency-Key must be 1 to {MAX_KEY} visible ASCII characters.")
     records = get_client().idempotency
     scope = str(token.pk)
     digest = _digest(operation, body)

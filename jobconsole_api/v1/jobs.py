@@ -21,7 +21,7 @@ from jobconsole.core import (
     RedisFull,
     UnknownTask,
 )
-from jobconsole.core.client import MAX_UNIQUE_KEY, JobSpec
+from jobconsole.core.client import MAX_RETRIES, MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
 from jobconsole.core.timing import MAX_DELAY_SECONDS
@@ -34,11 +34,11 @@ from jobconsole_api.v1.common import (
     CONFLICT,
     MESSAGE,
     NOT_FOUND,
-    PAGING,
     REASON,
     job_id_param,
     may_see,
     no_job,
+    paging,
     refusal,
 )
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
@@ -86,7 +86,7 @@ JOB_SPEC = obj(
         "group": string("another concurrency group than the task's; \"\" for none", pattern=GROUP_PATTERN),
         "unique_until": string("hold the unique key until the job ends (the default) or until it starts",
                                enum=["end", "start"]),
-        "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=1000),
+        "max_retries": integer("retries after the first attempt (default: the task's)", minimum=0, maximum=MAX_RETRIES),
         "unique_key": string("while a live job holds this key, no other is enqueued with it", minLength=1,
                              maxLength=MAX_UNIQUE_KEY),
     },
@@ -174,7 +174,8 @@ SUBMIT_RESPONSES = {
     200: Response("Nothing new: this id was submitted before, or the unique key is held by a live job.",
                   ref("Submitted")),
     409: Response("The id was used before for another task or other parameters."),
-    422: Response("Refused: an unknown task, parameters its signature does not take, or a wrong value."),
+    422: Response("Refused: an unknown task or queue, parameters its signature does not take, or a wrong value; "
+                  "or the Idempotency-Key was used before with another body."),
 }  # fmt: skip
 
 
@@ -213,7 +214,8 @@ def submit(call: Call) -> Reply:
         201: Response("Every valid job enqueued (status per job).",
                       obj({"jobs": array(ref("Submitted"))}, ("jobs",))),
         200: Response("Nothing new: every job was there already.", obj({"jobs": array(ref("Submitted"))}, ("jobs",))),
-        422: Response("Some job is not valid: the errors name each (jobs[3].task...); nothing was enqueued."),
+        422: Response("Some job is not valid: the errors name each (jobs[3].task...); nothing was enqueued. Or the "
+                      "Idempotency-Key was used before with another body."),
     },
 )  # fmt: skip
 def submit_batch(call: Call) -> Reply:
@@ -288,9 +290,10 @@ SEARCHED_BACK_TO = (
         Param("id", string("one job by id", pattern=ULID_PATTERN)),
         Param("unique_key", string(maxLength=MAX_UNIQUE_KEY)),
         Param("text", string("text inside the parameters (any case)", maxLength=200)),
-        Param("after", string("enqueued at or after", format="date-time")),
-        Param("before", string("enqueued before", format="date-time")),
-        *PAGING,
+        Param("after", string("enqueued at or after", format="date-time", maxLength=40)),
+        Param("before", string("enqueued before (a time not after `after` finds nothing)", format="date-time",
+                               maxLength=40)),
+        *paging(search.CURSOR_PATTERN, "its enqueue time in microseconds since the epoch ~ its id"),
     ),
     database_only=True,
     responses={200: Response("A page of jobs, newest first.", obj(
@@ -307,8 +310,6 @@ def search_jobs(call: Call) -> Reply:
     for name in ("after", "before"):
         if name in filters:
             filters[name] = parse_datetime(filters[name])
-    if filters.get("after") and filters.get("before") and filters["after"] >= filters["before"]:
-        raise Problem(400, "`before` must come after `after`.")
     if not call.operates:
         filters["among"] = SubmittedJob.objects.filter(token=call.token).values("job_id")
     try:
@@ -381,9 +382,13 @@ EDIT_BODY = obj(
         "reason": REASON,
     },
     ("expected_state", "expected_attempts"),
-    "What to change, and the job as you saw it: the change applies only if the job is still in that state with "
-    "that attempt count (compare-and-set), so a job that started meanwhile is never changed behind your back.",
-)
+    "What to change (params, priority or run_at: at least one), and the job as you saw it: the change applies "
+    "only if the job is still in that state with that attempt count (compare-and-set), so a job that started "
+    "meanwhile is never changed behind your back.",
+) | {
+    "anyOf": [{"required": [name]} for name in ("params", "priority", "run_at")],
+    "x-any-message": "nothing to change: give params, priority or run_at",
+}
 
 
 @operation(
@@ -400,8 +405,6 @@ def edit(call: Call) -> Reply:
     changes: dict[str, Any] = {k: body[k] for k in ("params", "priority") if k in body}
     if "run_at" in body:
         changes["run_at"] = parse_datetime(body["run_at"])
-    if not changes:
-        raise Problem(422, "Nothing to change: give params, priority or run_at.")
     client = get_client()
     try:
         result = edit_job(client, job_id, expected_state=body["expected_state"],

@@ -5,6 +5,7 @@ from typing import Any
 
 from jobconsole_api.problems import TITLES
 from jobconsole_api.v1.catalogue import OPERATIONS
+from jobconsole_api.v1.idempotency import KEY_SCHEMA, MAX_KEY
 from jobconsole_api.v1.routing import COMMON_PROBLEMS, Operation
 from jobconsole_api.v1.schema import Schema
 from jobconsole_api.v1.shapes import SCHEMAS
@@ -40,9 +41,9 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "Any unique string (1 to 255 printable characters): the same key with the same request "
-    "replays the first response; with another request it is a 422.",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    "description": f"Any unique string of 1 to {MAX_KEY} visible ASCII characters (spaces only between them): "
+    "the same key with the same request replays the first response; with another request it is a 422.",
+    "schema": KEY_SCHEMA,
 }
 
 

@@ -4,11 +4,12 @@ from django.utils import timezone
 
 from jobconsole import audit
 from jobconsole.core import InvalidJob
+from jobconsole.core.queries import TIMED_CURSOR_PATTERN
 from jobconsole.engine import get_client
 from jobconsole.models import Queue
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
-from jobconsole_api.v1.common import PAGING, REASON, queue_param
+from jobconsole_api.v1.common import REASON, paging, queue_param
 from jobconsole_api.v1.routing import Call, Reply, Response, operation
 from jobconsole_api.v1.schema import array, obj, ref, string
 
@@ -80,7 +81,7 @@ SCHEDULED_ITEM = obj({"job": ref("JobSummary"), "due_at": string(format="date-ti
 
 @operation(
     "GET", "/scheduled", operation_id="list_scheduled", summary="List scheduled jobs", tag="jobs",
-    params=(queue_param(), *PAGING),
+    params=(queue_param(), *paging(TIMED_CURSOR_PATTERN, "its due time in ms since the epoch ~ queue ~ job id")),
     responses={200: Response("Delayed jobs and retries waiting for their backoff, soonest due first.", obj(
         {"items": array(SCHEDULED_ITEM), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor"))),
                404: Response("No such queue.")},

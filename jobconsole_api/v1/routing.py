@@ -7,8 +7,11 @@ returns a `Reply`; it raises `Problem` for what the caller got wrong. Requests g
 problem+json, Redis down -> 503 + Retry-After, wrong method -> 405) and @token_required (401/403) first.
 """
 
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -19,9 +22,10 @@ from jobconsole_api.auth import authenticate
 from jobconsole_api.models import ApiToken
 from jobconsole_api.problems import Problem, api_view, problem_response, read_json
 from jobconsole_api.v1 import idempotency
-from jobconsole_api.v1.schema import Schema, validate
+from jobconsole_api.v1.schema import Schema, integral, validate
 
 Location = Literal["path", "query"]
+MAX_FLOAT = Decimal(sys.float_info.max)
 
 
 # A schema, or a function making it when asked (for limits that are settings: they may change in tests).
@@ -41,7 +45,12 @@ class Param:
 
     @property
     def schema(self) -> Schema:
-        return resolve(self.source)
+        schema = resolve(self.source)
+        if self.where == "query" and schema.get("type") == "string" and not validate("", schema):
+            # `?name=` is a value like any other, checked against the schema: an empty filter means nothing,
+            # so it is refused (400 naming it) rather than read as absent, and the document says so.
+            schema = {**schema, "minLength": 1}
+        return schema
 
 
 @dataclass(frozen=True)
@@ -103,11 +112,16 @@ class Operation:
 
 OPERATIONS: list[Operation] = []
 
+# The longest request target (path and query string, percent-encoded) an operation reads: longer ones are a 414.
+# Below gunicorn's own limit on the request line (8,190 bytes, gunicorn.conf.py), so the refusal is problem+json.
+MAX_TARGET_BYTES = 8000
+
 # Problems any operation may answer with, added to every operation's responses in the document.
 COMMON_PROBLEMS = {
     400: "The request is malformed: a parameter, the JSON body or its content type is wrong.",
     401: "No valid API token (Authorization: Bearer <token>).",
     403: "The token's scope does not allow this operation.",
+    414: f"The path and query string are longer than {MAX_TARGET_BYTES:,} bytes (percent-encoded).",
     503: "Redis is unreachable; nothing was changed. Retry after the Retry-After header's seconds.",
 }
 
@@ -145,21 +159,23 @@ def operation(
 # --- parameters ---------------------------------------------------------------------------------------------
 
 
+# A JSON number, as text: what an integer or number parameter may be written as (not "1_000", " 7" or "inf").
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _convert(raw: str, schema: Schema) -> Any:
     """A query or path string as the schema's type (for the validator to check); left as it is when it
-    cannot be converted, so the validator names what is wrong."""
+    cannot be converted, so the validator names what is wrong. An integer may be written as any JSON number
+    of integer value (711.0, 7e2), as JSON Schema's `integer` allows."""
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    if "integer" in kinds:
-        try:
-            return int(raw)
-        except ValueError:
-            return raw
-    if "number" in kinds:
-        try:
-            return float(raw)
-        except ValueError:
-            return raw
+    if ("integer" in kinds or "number" in kinds) and JSON_NUMBER.fullmatch(raw):
+        number = Decimal(raw)
+        if "integer" in kinds and number == number.to_integral_value():
+            return int(number)
+        if "number" in kinds and abs(number) < MAX_FLOAT:
+            return float(number)
+        return raw
     if "boolean" in kinds:
         lowered = raw.lower()
         return {"true": True, "1": True, "false": False, "0": False}.get(lowered, raw)
@@ -183,7 +199,7 @@ def _read_params(op: Operation, request: HttpRequest, path_values: dict[str, str
                 errors.append({"field": param.name, "message": "is given more than once"})
                 continue
             raw = given[0] if given else None
-        if raw is None or (raw == "" and param.where == "query"):
+        if raw is None:
             if param.required:
                 errors.append({"field": param.name, "message": "is required"})
             elif "default" in param.schema:
@@ -218,7 +234,7 @@ def _read_body(op: Operation, request: HttpRequest) -> Any:
     errors = validate(body, schema)
     if errors:
         raise Problem(422, "The body is not valid: " + _sentence(errors), errors=errors)
-    return body
+    return integral(body, schema)
 
 
 # --- views --------------------------------------------------------------------------------------------------
@@ -234,7 +250,14 @@ def reply_response(reply: Reply) -> HttpResponse:
     return response
 
 
+def _check_target(request: HttpRequest) -> None:
+    size = len(request.get_full_path())
+    if size > MAX_TARGET_BYTES:
+        raise Problem(414, f"The path and query string take {size:,} bytes; the limit is {MAX_TARGET_BYTES:,}.")
+
+
 def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> HttpResponse:
+    _check_target(request)
     token = authenticate(request, op.scope)
     if op.database_only:
         get_client().queries.ping()  # a down Redis is a 503, never a 2xx from the database alone
@@ -242,6 +265,10 @@ def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> Ht
     body = _read_body(op, request)
     call = Call(request=request, token=token, params=params, body=body)
     key = request.headers.get("Idempotency-Key") if op.idempotent else None
+    if key is not None:
+        found = validate(key, idempotency.KEY_SCHEMA, "Idempotency-Key")
+        if found:
+            raise Problem(400, "The Idempotency-Key header is not valid: " + _sentence(found), errors=found)
     if key is None:
         return reply_response(op.handler(call))
     return idempotency.once(token, op.operation_id, key, request.body, lambda: _answer(op, call))

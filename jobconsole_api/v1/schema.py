@@ -3,12 +3,14 @@ views check requests with. The OpenAPI document is built from the same dicts, so
 enforced.
 
 The validator knows the keywords these builders write: type, enum, const, minimum, maximum, minLength,
-maxLength, pattern, format (date-time, ulid), properties, required, additionalProperties, items, minItems,
-maxItems, anyOf. Each error names its place (`jobs[2].priority`) and says what is wrong, in the API's words.
+maxLength, pattern, format (date-time, date), properties, required, additionalProperties, items, prefixItems,
+minItems, maxItems, anyOf, oneOf. Each error names its place (`jobs[2].priority`) and says what is wrong, in the
+API's words. `integral` then turns numbers of integer value (5.0) where the schema says integer into ints, as
+JSON Schema counts them integers and the engine expects them so.
 """
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from jobconsole.moments import to_utc
@@ -109,6 +111,16 @@ def parse_datetime(value: str) -> datetime | None:
         return None
 
 
+def parse_date(value: str) -> date | None:
+    """An RFC 3339 full-date (2026-11-25); None when it is not one."""
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
 def _place(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
@@ -129,8 +141,13 @@ def _check(value: Any, schema: Schema, path: str, errors: list[dict[str, str]]) 
     if "anyOf" in schema:
         options = [validate(value, option, path) for option in schema["anyOf"]]
         if all(options):
-            fail(schema.get("description") or min(options, key=len)[0]["message"])
-        return
+            fail(schema.get("x-any-message") or schema.get("description") or min(options, key=len)[0]["message"])
+            return
+    if "oneOf" in schema:
+        fitting = sum(not validate(value, option, path) for option in schema["oneOf"])
+        if fitting != 1:
+            fail(schema.get("x-one-message") or f"must fit exactly one of {len(schema['oneOf'])} forms")
+            return
     kinds = schema.get("type")
     if kinds is not None:
         kinds = kinds if isinstance(kinds, list) else [kinds]
@@ -155,9 +172,11 @@ def _check(value: Any, schema: Schema, path: str, errors: list[dict[str, str]]) 
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             fail(f"must have at most {schema['maxItems']} items; got {len(value)}")
             return  # do not check every item of an oversized list
-        if "items" in schema:
-            for index, item in enumerate(value):
-                _check(item, schema["items"], _place(path, index), errors)
+        prefix = schema.get("prefixItems", [])
+        for index, item in enumerate(value):
+            item_schema = prefix[index] if index < len(prefix) else schema.get("items")
+            if isinstance(item_schema, dict):
+                _check(item, item_schema, _place(path, index), errors)
     elif isinstance(value, dict):
         _check_object(value, schema, path, errors, fail)
 
@@ -171,6 +190,8 @@ def _check_string(value: str, schema: Schema, fail: Any) -> None:
         fail(schema.get("x-pattern-message") or f"must match {schema['pattern']}")
     if schema.get("format") == "date-time" and parse_datetime(value) is None:
         fail(f"must be a date and time with its zone, like 2026-11-25T14:00:00Z; got {value[:40]!r}")
+    if schema.get("format") == "date" and parse_date(value) is None:
+        fail(f"must be a date, like 2026-11-25; got {value[:40]!r}")
 
 
 def _check_object(value: dict[str, Any], schema: Schema, path: str, errors: list[dict[str, str]], fail: Any) -> None:
@@ -187,3 +208,29 @@ def _check_object(value: dict[str, Any], schema: Schema, path: str, errors: list
             errors.append({"field": _place(path, name), "message": f"is not a known field (the fields: {known})"})
         elif isinstance(extra, dict):
             _check(item, extra, _place(path, name), errors)
+
+
+def integral(value: Any, schema: Schema) -> Any:
+    """A valid `value` with every float of integer value where `schema` wants an integer made an int (5.0 -> 5)."""
+    for option in [*schema.get("anyOf", []), *schema.get("oneOf", [])]:
+        if not validate(value, option):  # the form the value has
+            value = integral(value, option)
+            break
+    if isinstance(value, float) and value.is_integer() and _wants_integer(schema):
+        return int(value)
+    if isinstance(value, list):
+        prefix = schema.get("prefixItems", [])
+        return [integral(item, prefix[i] if i < len(prefix) else schema.get("items") or {})
+                for i, item in enumerate(value)]  # fmt: skip
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        others = extra if isinstance(extra, dict) else {}
+        return {k: integral(v, properties.get(k) or others) for k, v in value.items()}
+    return value
+
+
+def _wants_integer(schema: Schema) -> bool:
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    return "integer" in kinds and "number" not in kinds

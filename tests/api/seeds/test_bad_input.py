@@ -61,3 +61,46 @@ def test_bad_query_values_are_422(http: Client, path: str) -> None:
     response = http.get(path)
     assert response.status_code == 422, (path, response.content)
     assert response.json()["detail"][0]["msg"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type", "body"),
+    [
+        ("get", "/jobbers/task-status/..%2F..%2Fetc%2Fpasswd", "application/json", {"detail": "Not Found"}),
+        ("get", "/jobbers/task-status/a/b", "application/json", {"detail": "Not Found"}),
+        ("post", "/jobbers/no-such-route", "application/json", {"detail": "Not Found"}),
+        ("get", "/jobber/queue/x", "text/plain; charset=utf-8", "404 page not found\n"),
+        ("delete", "/schedule/a/b", "text/plain; charset=utf-8", "404 page not found\n"),
+        ("get", "/runqueue/nothing", "application/problem+json", None),
+    ],
+)  # fmt: skip
+def test_an_unknown_path_under_a_seed_answers_in_its_format(
+    http: Client, method: str, path: str, content_type: str, body: Any
+) -> None:
+    """Every answer in a seed's URL space is its own format, never the site's HTML 404 page (`..%2F` decodes to
+    `../`, which no route's segment takes)."""
+    response = getattr(http, method)(path)
+    assert response.status_code == 404, (path, response.content[:200])
+    assert response["Content-Type"] == content_type
+    if isinstance(body, dict):
+        assert response.json() == body
+    elif body is not None:
+        assert response.content.decode() == body
+
+
+@pytest.mark.parametrize("value", [1001, 10**12, -1, 2.5])
+def test_go_scheduler_max_retries_past_the_engines_limit_is_refused_naming_it(
+    http: Client, r: "redis.Redis", value: Any
+) -> None:
+    response = http.post("/jobs", data=json.dumps({"type": "send_email", "max_retries": value}),
+                         content_type="application/json")  # fmt: skip
+    assert response.status_code == 400, response.content
+    assert "max_retries must be an integer from 0 to 1000" in response.content.decode()
+    assert not r.keys("jc:{q:*:job:*")
+
+
+def test_runqueue_run_at_too_far_names_the_limit(http: Client) -> None:
+    body = {"topic": "seedtests.typed", "json": {"count": 1}, "run_at": [10**6, "days"]}
+    response = http.post("/runqueue/jobs", data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 422, response.content
+    assert "at most 157,680,000 seconds" in response.json()["detail"]

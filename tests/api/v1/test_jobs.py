@@ -206,7 +206,7 @@ def test_search_reads_the_mirror_with_the_consoles_filters(operator: Api, mirror
     problem(operator.get("/jobs", limit=0), 400)
     problem(operator.get("/jobs", limit="ten"), 400)
     problem(operator.get("/jobs", after="yesterday"), 400)
-    problem(operator.get("/jobs", after="2030-01-01T00:00:00Z", before="2020-01-01T00:00:00Z"), 400)
+    assert operator.get("/jobs", after="2030-01-01T00:00:00Z", before="2020-01-01T00:00:00Z").json()["items"] == []
     unknown = problem(operator.get("/jobs", colour="red"), 400)
     assert "colour" in unknown["detail"]
 

@@ -84,7 +84,7 @@ def test_flow_control_groups_and_queue_limits_are_read_and_set(operator: Api, r:
     assert operator.put("/queues/apitest/limit", {"limit": None}).json()["queue_limits"] == []
     # Bad input says what is wrong and changes nothing.
     assert (
-        "second, minute or hour" in problem(operator.put("/groups/payments", {"requests": [5, "week"]}), 400)["detail"]
+        "second, minute or hour" in problem(operator.put("/groups/payments", {"requests": [5, "week"]}), 422)["detail"]
     )
     problem(operator.put("/groups/payments", {"connections": -1}), 422)
     problem(operator.put("/queues/apitest/limit", {"limit": 0}), 422)

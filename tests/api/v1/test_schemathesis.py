@@ -1,18 +1,23 @@
 """A bounded property-based run of schemathesis against our OpenAPI document, through the WSGI app (real Redis,
 the test database): requests that fit the schema and requests that do not, for every operation. Not one may
-answer 5xx, nor with a status, content type or body its document does not promise. Bounded (EXAMPLES per
-operation and mode, derandomized) so it takes seconds, not minutes."""
+answer 5xx, nor with a status, content type or body its document does not promise; a request that fits the
+schema is not refused (400/422) and one that does not is not accepted (2xx), as schemathesis.toml configures
+these two checks. Bounded (EXAMPLES per operation and mode, derandomized) so it takes seconds, not minutes."""
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given, settings
+from schemathesis.config import SchemathesisConfig
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -24,11 +29,13 @@ from tests.api.v1.conftest import Api
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = 10
-CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
+CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance,
+               positive_data_acceptance, negative_data_rejection]  # fmt: skip
+CONFIG = Path(__file__).resolve().parents[3] / "schemathesis.toml"  # the long run's, docs/api.md
 
 
 def operations() -> list[Any]:
-    schema = schemathesis.openapi.from_dict(document())
+    schema = schemathesis.openapi.from_dict(document(), config=SchemathesisConfig.from_path(CONFIG))
     schema.app = get_wsgi_application()
     return [result.ok() for result in schema.get_all_operations()]
 
