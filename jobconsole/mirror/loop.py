@@ -87,6 +87,7 @@ class Mirror:
         self.overlap = overlap
         self._full = False  # the last batch read was a full one
         self._term = 0  # the leadership term the parts were set up for
+        self._reconnects = 0  # dropped connections in a row (the wait before the next try doubles)
 
     @property
     def leader(self) -> bool:
@@ -108,6 +109,7 @@ class Mirror:
         try:
             if not self.step() and not self.leader:
                 stop.wait(min(1.0, self.leadership.lock_ttl_ms / 3000))
+            self._reconnects = 0
             return True
         except LostLeadership as exc:
             log.warning("%s", exc)
@@ -123,7 +125,8 @@ class Mirror:
             broken = close_broken() | self.writer.close_broken()  # both threads' (overlap commits in its own)
             if isinstance(exc, CONNECTION_ERRORS) and (broken or is_lost_connection(exc)):
                 connection_lost("mirror", exc)
-                stop.wait(RECONNECT_WAIT_S)
+                stop.wait(min(RECONNECT_WAIT_S * 2**self._reconnects, 5.0))  # a database still down: less often
+                self._reconnects += 1
                 return False
             log.warning("mirror: database error (%s); retrying", exc)
             close_old_connections()
