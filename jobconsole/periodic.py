@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, InterfaceError, close_old_connections
 
 from jobconsole import audit
 from jobconsole.conf import periodic_config, schedule_from_settings
 from jobconsole.core import EnqueueResult
 from jobconsole.core.periodic import Schedule, Scheduler, enqueue_now, read_records
+from jobconsole.db_connections import recover
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog, PeriodicSchedule
 
@@ -66,9 +67,15 @@ class _SchedulerSource:
     def __call__(self) -> list[Schedule]:
         schedules = settings_schedules()
         close_old_connections()  # on the scheduler's thread: a connection the database closed is replaced
+        taken = {s.name for s in schedules}
         try:
-            return schedules + _database_schedules({s.name for s in schedules})
-        except DatabaseError as exc:
+            try:
+                return schedules + _database_schedules(taken)
+            except (DatabaseError, InterfaceError) as exc:
+                if not recover("periodic scheduler", exc):
+                    raise
+                return schedules + _database_schedules(taken)  # at once, on a new connection: no slot missed
+        except (DatabaseError, InterfaceError) as exc:
             if time.monotonic() - self._warned_at > 60:
                 self._warned_at = time.monotonic()
                 log.warning("periodic: database schedules unavailable (%s); firing the settings' only", exc)

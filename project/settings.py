@@ -109,9 +109,13 @@ TEMPLATES = [
     },
 ]
 
+# Connections are kept a minute, and checked before their first use in each request or job (a database restarted
+# meanwhile costs nothing: see docs/production.md, "Database restarts and failover").
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'jobconsole.sqlite3'}"), conn_max_age=60
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'jobconsole.sqlite3'}"),
+        conn_max_age=60,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):

@@ -87,6 +87,22 @@ def sleep_pid(context: JobContext, seconds: float = 5.0, ledger: str = "", retry
     return {"pid": os.getpid()}
 
 
+@task(name="tests.db_touch", max_retries=5, retry_delay=0.1, visibility_timeout=5)
+def db_touch(seconds: float = 0.0) -> dict[str, Any]:
+    """Queries the database before and after a sleep (a connection dropped meanwhile fails this attempt); returns
+    the worker's pid and its database session's (PostgreSQL's pg_backend_pid, 0 elsewhere)."""
+    from django.db import connection
+
+    from jobconsole.models import Queue
+
+    Queue.objects.count()
+    time.sleep(seconds)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()" if connection.vendor == "postgresql" else "SELECT 0")
+        (backend,) = cursor.fetchone()
+    return {"pid": os.getpid(), "backend": backend}
+
+
 def read_ledger(path: Path) -> list[list[str]]:
     if not path.exists():
         return []

@@ -21,6 +21,7 @@ cancel request.
 """
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from django.utils import timezone
 from jobconsole.bulk.kinds import Kind, KindSpec, kind_spec
 from jobconsole.core import JobContext
 from jobconsole.core.batch import BatchItem, ItemResult, Verdict, apply_batch
+from jobconsole.db_connections import CONNECTION_ERRORS, recover
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog, BulkChunk, BulkOperation, DeadLetter, Job
 
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 SAMPLE_PER_CHUNK = 10
 PROGRESS_FIELDS = ["done", "refused", "failed", "chunks_done", "cancel_requested", "status"]
 SUMMARY_SAMPLE = 20
+RECONNECTS = 5  # runs started again after a dropped database connection (waits 0.2 s, doubling: 6 s in all)
+RECONNECT_WAIT_S = 0.2
 Status = BulkOperation.Status
 
 # Called after a chunk's Redis step, before its commit (tests stop a worker exactly there).
@@ -73,7 +77,21 @@ class Tally:
 
 
 def run_operation(operation_id: int, context: JobContext | None = None) -> dict[str, Any]:
-    """Process the operation's chunks not yet done; returns its counts. Safe to call again at any point."""
+    """Process the operation's chunks not yet done; returns its counts. Safe to call again at any point: a dropped
+    database connection (a restart, a failover) is replaced and the run starts again at the first chunk not done,
+    a few times, before the error is left to the system task's retries."""
+    reconnects = 0
+    while True:
+        try:
+            return _run(operation_id, context)
+        except CONNECTION_ERRORS as exc:
+            if reconnects == RECONNECTS or not recover(f"bulk operation {operation_id}", exc):
+                raise
+            time.sleep(RECONNECT_WAIT_S * 2**reconnects)
+            reconnects += 1
+
+
+def _run(operation_id: int, context: JobContext | None) -> dict[str, Any]:
     close_old_connections()  # a long-lived worker thread: drop a connection the database closed meanwhile
     operation = BulkOperation.objects.filter(pk=operation_id).first()
     if operation is None:

@@ -20,6 +20,7 @@ from jobconsole.core.errors import (
     UndecodablePayload,
     UnknownTask,
 )
+from jobconsole.core.hooks import TaskHooks
 from jobconsole.core.job import Attempt, Job
 from jobconsole.core.replace import Replace
 from jobconsole.core.results import EnqueueResult
@@ -47,6 +48,7 @@ __all__ = [
     "Replace",
     "Retry",
     "Task",
+    "TaskHooks",
     "TaskRegistry",
     "TaskTimeout",
     "UndecodablePayload",

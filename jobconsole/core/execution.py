@@ -22,6 +22,7 @@ from jobconsole.core.errors import (
     TaskTimeout,
     WorkerShutdown,
 )
+from jobconsole.core.hooks import TaskHooks
 from jobconsole.core.replace import Replace, ReplaceArgs, encode_replace
 from jobconsole.core.tasks import OnShutdown, Task
 
@@ -70,6 +71,7 @@ class RunningJob:
     stalled: bool = False  # the task stopped calling heartbeat() within max_heartbeat_interval
     cancel_requested: bool = False
     slot: tuple[str, str] | None = None  # (concurrency group, slot token) held while it runs
+    hooks: TaskHooks | None = None  # run around a sync task on its thread (core/hooks.py)
 
     def lease_fresh(self) -> bool:
         """Safe to start: not lost, and renewed within two thirds of the lease (heartbeats come every third)."""
@@ -115,13 +117,18 @@ def run_sync(job: RunningJob) -> Outcome:
         job.started = time.monotonic()
     if job.began_event is not None:
         job.began_event.set()
+    hooks = job.hooks
     try:
         try:
+            if hooks is not None and hooks.before is not None:
+                hooks.before()
             result = job.task.func(**_kwargs(job))
         finally:
             with job.lock:
                 job.thread_id = None
                 job.finished = True
+            if hooks is not None:
+                hooks.run_after()  # never raises
         return success(job, result)
     except BaseException as exc:  # noqa: BLE001 - the boundary: any way the task ends is recorded
         return failure(job, exc)

@@ -41,6 +41,7 @@ from jobconsole.core.feed import EventFeed
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.queries import Queries
 from jobconsole.core.store import DEFAULT_EVENTS_MAXLEN, Store
+from jobconsole.db_connections import CONNECTION_ERRORS, close_broken, connection_lost, is_lost_connection
 from jobconsole.mirror.cursors import Cursors
 from jobconsole.mirror.leader import Leadership, LostLeadership
 from jobconsole.mirror.reader import Reader
@@ -50,6 +51,7 @@ from jobconsole.mirror.writer import Writer
 log = logging.getLogger(__name__)
 
 STEP_S = 1.0  # at most this long in one step's run of full batches (the leader's chores run between steps)
+RECONNECT_WAIT_S = 0.2  # after a dropped database connection, before the step is tried again on a new one
 
 
 class Mirror:
@@ -85,6 +87,7 @@ class Mirror:
         self.overlap = overlap
         self._full = False  # the last batch read was a full one
         self._term = 0  # the leadership term the parts were set up for
+        self._reconnects = 0  # dropped connections in a row (the wait before the next try doubles)
 
     @property
     def leader(self) -> bool:
@@ -106,6 +109,7 @@ class Mirror:
         try:
             if not self.step() and not self.leader:
                 stop.wait(min(1.0, self.leadership.lock_ttl_ms / 3000))
+            self._reconnects = 0
             return True
         except LostLeadership as exc:
             log.warning("%s", exc)
@@ -115,8 +119,16 @@ class Mirror:
             self.reader.pending = True
             stop.wait(1.0)
         except (DatabaseError, InterfaceError) as exc:
-            log.warning("mirror: database error (%s); retrying", exc)
+            # The batch rolled back and its entries stay pending (unacknowledged, the cursor not moved): the
+            # next step reads them again, on a new connection if this one was dropped (each thread has its own).
             self.reader.pending = True
+            broken = close_broken() | self.writer.close_broken()  # both threads' (overlap commits in its own)
+            if isinstance(exc, CONNECTION_ERRORS) and (broken or is_lost_connection(exc)):
+                connection_lost("mirror", exc)
+                stop.wait(min(RECONNECT_WAIT_S * 2**self._reconnects, 5.0))  # a database still down: less often
+                self._reconnects += 1
+                return False
+            log.warning("mirror: database error (%s); retrying", exc)
             close_old_connections()
             stop.wait(1.0)
         except Exception:

@@ -19,6 +19,7 @@ from django.db import connection
 
 from jobconsole import cleaning, outbox
 from jobconsole.conf import get_config, metrics_config, mirror_config
+from jobconsole.db_connections import recover
 from jobconsole.engine import get_redis
 from jobconsole.metrics import otlp, rollup, sampling
 from jobconsole.mirror.leader import Leadership
@@ -51,8 +52,9 @@ class Chores:
                 chore.last = now
                 try:
                     chore.fn()
-                except Exception:
-                    log.exception("mirror chore %s failed", chore.name)
+                except Exception as exc:
+                    if not recover(f"mirror chore {chore.name}", exc):  # a dropped connection: the next run reconnects
+                        log.exception("mirror chore %s failed", chore.name)
 
 
 class MirrorService:

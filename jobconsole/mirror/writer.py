@@ -20,6 +20,7 @@ from jobconsole.core.job import Attempt as JobAttempt
 from jobconsole.core.queries import Event, Queries, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
 from jobconsole.core.streams import StreamId, parse_id
+from jobconsole.db_connections import close_broken
 from jobconsole.mirror.cursors import Cursors
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.rows import (
@@ -131,6 +132,13 @@ class Writer:
                 self._committer.submit(lambda: connection.close()).result()  # the thread's own connection
                 self._committer.shutdown()
                 self._committer = None
+
+    def close_broken(self) -> bool:
+        """Close the commit thread's database connection if it no longer works (after a failed commit); True
+        if it was broken. The mirror's thread closes its own (db_connections.recover)."""
+        if self._committer is None:
+            return False
+        return self._committer.submit(close_broken).result()
 
     def _commit(self, changes: Changes) -> float:
         with transaction.atomic():

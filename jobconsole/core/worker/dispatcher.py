@@ -14,6 +14,7 @@ import redis
 
 from jobconsole.core.connection import require_decoded, without_retries
 from jobconsole.core.execution import Outcome, RunningJob
+from jobconsole.core.hooks import TaskHooks
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.results import Lease
 from jobconsole.core.store import Store, WorkerIdentity
@@ -67,7 +68,9 @@ class Worker:
         name: str | None = None,
         queue_weights: dict[str, int] | None = None,
         host: str | None = None,
+        hooks: TaskHooks | None = None,
     ) -> None:
+        # hooks: run on a sync task's thread just before and after each task (core/hooks.py).
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
@@ -105,7 +108,7 @@ class Worker:
         self.heartbeats = Heartbeats(self.store, self.running, self.id, self.groups)
         self.launcher = Launcher(
             self.store, self.registry, self.running, self._results, self._threads, self.clock,
-            self.heartbeats.from_task, worker_id=self.id,
+            self.heartbeats.from_task, worker_id=self.id, hooks=hooks,
         )  # fmt: skip
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,

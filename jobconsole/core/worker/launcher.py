@@ -13,6 +13,7 @@ from typing import Any
 from jobconsole.core.context import JobContext
 from jobconsole.core.errors import UndecodablePayload
 from jobconsole.core.execution import Outcome, RunningJob, failure, run_async
+from jobconsole.core.hooks import TaskHooks
 from jobconsole.core.payload import decode_checkpoint, decode_params
 from jobconsole.core.results import Lease
 from jobconsole.core.store import Store
@@ -37,8 +38,10 @@ class Launcher:
         heartbeat: Callable[[RunningJob, float | None, Any], None],
         *,
         worker_id: str,
+        hooks: TaskHooks | None = None,
     ) -> None:
         self._store = store
+        self._hooks = hooks
         self._tasks = tasks
         self._running = running
         self._results = results
@@ -85,7 +88,7 @@ class Launcher:
         job = RunningJob(
             id=job_id, queue=queue, token=token, task=task, attempt=attempt, max_retries=max_retries,
             params=decoded_params, context=None, lease_s=lease_s,
-            timeout_s=timeout_ms / 1000 if timeout_ms else None, renewed=renewed,
+            timeout_s=timeout_ms / 1000 if timeout_ms else None, renewed=renewed, hooks=self._hooks,
         )  # fmt: skip
         job.next_heartbeat = renewed + lease_s / 3
         if task.context_param:

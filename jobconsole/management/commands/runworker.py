@@ -21,6 +21,7 @@ from jobconsole.conf import bulk_config, get_config, mirror_config, periodic_con
 from jobconsole.core import Worker, default_registry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.roles import Roles, check_name
+from jobconsole.db_connections import task_hooks
 from jobconsole.django_backend import served_queues
 from jobconsole.engine import define_flow_control, get_redis
 from jobconsole.logs import announce_worker, ensure_handler
@@ -114,6 +115,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 queue_weights=weights,
                 host=config["HOST_ID"] or None,
+                hooks=task_hooks(),  # a stale database connection is replaced around each task
             )
             system = None
             if not options["no_system_worker"] and not options["burst"] and options["max_tasks"] is None:
@@ -121,6 +123,7 @@ class Command(BaseCommand):
                     get_redis(), [SYSTEM_QUEUE], default_registry, concurrency=bulk_config()["CONCURRENCY"],
                     maintenance=False, events_maxlen=config["EVENTS_MAXLEN"], retention=retention(),
                     shutdown_grace=config["SHUTDOWN_GRACE"], name=f"{worker.id}:system", host=worker.host,
+                    hooks=task_hooks(),
                 )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
