@@ -17,7 +17,7 @@ PRIORITIES = ("high", "normal", "low")
 RETRY_AFTER = "5"
 
 
-def enqueue(body: dict[str, Any]) -> HttpResponse:
+def enqueue(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
     """Submit a Go scheduler body; 202 {"job_id"}."""
     job_type = body.get("type")
     if not isinstance(job_type, str) or not job_type.strip():
@@ -31,7 +31,7 @@ def enqueue(body: dict[str, Any]) -> HttpResponse:
     max_retries = body.get("max_retries")
     if max_retries is not None and (isinstance(max_retries, bool) or not isinstance(max_retries, int)):
         raise SeedError(400, f"{INVALID_BODY}\nmax_retries must be an integer")
-    job_id = submit(job_type.strip(), {"payload": payload}, priority=priority, max_retries=max_retries)
+    job_id = submit(request, job_type.strip(), {"payload": payload}, priority=priority, max_retries=max_retries)
     return JsonResponse({"job_id": job_id}, status=202)
 
 

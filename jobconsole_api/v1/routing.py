@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path
 
 from jobconsole.engine import get_client
+from jobconsole_api.access import Caller, check_requirement, check_same_site
 from jobconsole_api.auth import authenticate
 from jobconsole_api.models import ApiToken
 from jobconsole_api.problems import Problem, api_view, problem_response, read_json
@@ -59,9 +60,9 @@ class Call:
     body: Any  # the checked JSON body (None for operations without one)
 
     @property
-    def operates(self) -> bool:
-        """Whether the caller may operate (else it is a submit-only token, which sees only its own jobs)."""
-        return self.token.allows("operate")
+    def caller(self) -> Caller:
+        """The token as the access policy sees it (jobconsole_api/access.py): its scope's powers and its limits."""
+        return Caller(self.token)
 
     @property
     def actor(self) -> str:
@@ -84,7 +85,7 @@ class Operation:
     operation_id: str
     summary: str
     tag: str
-    scope: str
+    scope: str  # what the token must allow: any, read, submit or operate (jobconsole_api/access.py)
     handler: Handler
     description: str = ""
     params: tuple[Param, ...] = ()
@@ -107,7 +108,8 @@ OPERATIONS: list[Operation] = []
 COMMON_PROBLEMS = {
     400: "The request is malformed: a parameter, the JSON body or its content type is wrong.",
     401: "No valid API token (Authorization: Bearer <token>).",
-    403: "The token's scope does not allow this operation.",
+    403: "The token's scope or its queue and task limits do not allow this, or a web page of another site sent "
+    "the request (Origin, Sec-Fetch-Site).",
     503: "Redis is unreachable; nothing was changed. Retry after the Retry-After header's seconds.",
 }
 
@@ -128,6 +130,8 @@ def operation(
     idempotent: bool = False,
     database_only: bool = False,
 ) -> Callable[[Handler], Handler]:
+    check_requirement(scope)
+
     def register(handler: Handler) -> Handler:
         OPERATIONS.append(
             Operation(
@@ -235,6 +239,7 @@ def reply_response(reply: Reply) -> HttpResponse:
 
 
 def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> HttpResponse:
+    check_same_site(request)  # before anything is read or changed
     token = authenticate(request, op.scope)
     if op.database_only:
         get_client().queries.ping()  # a down Redis is a 503, never a 2xx from the database alone

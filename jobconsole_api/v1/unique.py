@@ -21,13 +21,16 @@ def _missing(call: Call) -> Problem:
 
 
 @operation(
-    "GET", "/unique", operation_id="find_unique", summary="Find a job by its unique key", tag="jobs", params=PARAMS,
-    responses={200: Response("The live job holding the key.", ref("Job")), 404: Response("No live job holds it.")},
+    "GET", "/unique", operation_id="find_unique", summary="Find a job by its unique key", tag="jobs", scope="any",
+    params=PARAMS,
+    responses={200: Response("The live job holding the key.", ref("Job")),
+               404: Response("No live job holds it (or none this token may see).")},
 )  # fmt: skip
 def find_unique(call: Call) -> Reply:
-    """The live job (waiting or running) holding the unique key in the queue."""
+    """The live job (waiting or running) holding the unique key in the queue. A submit token finds only the jobs
+    it submitted; a limited token only those inside its limits."""
     job = get_client().find_unique(call.params["queue"], call.params["key"])
-    if job is None:
+    if job is None or not call.caller.visible([job]):
         raise _missing(call)
     return Reply(200, shapes.live_job(job))
 
@@ -43,8 +46,13 @@ def find_unique(call: Call) -> Reply:
 )  # fmt: skip
 def delete_unique(call: Call) -> Reply:
     """Delete the waiting job holding the key, in one step with its lookup: a job that starts meanwhile is never
-    deleted. Audited."""
+    deleted. Audited. A token limited to tasks may not use it (whichever task's job holds the key is deleted)."""
     queue, key = call.params["queue"], call.params["key"]
+    caller = call.caller
+    if caller.task_limits:
+        caller.check_unlimited("DELETE /unique deletes the job of whichever task holds the key")
+    registered = get_client().registry.find(queue)  # a task's name stands for its queue
+    caller.check_queue(registered.queue if registered is not None else queue)
     try:
         job_id = get_client().delete_unique(queue, key)
     except JobStateConflict as exc:
