@@ -64,12 +64,13 @@ def as_problem(status: int, message: str) -> HttpResponse:
 def seed_view(
     methods: Iterable[str], *, scope: str | None, style: ErrorStyle, method_message: str | None = None
 ) -> Callable[[ViewFunction], ViewFunction]:
-    """A seed route: refuses cross-site requests (403, before anything is read), serves `methods` (405 with Allow
-    otherwise), authenticates (`scope`: any, read, submit or operate, the token's scope must meet it; nobody, from
-    loopback only, when API.ANONYMOUS_SEEDS is on; None: open, for health probes), and answers errors in the seed's
-    `style`: a SeedError and the engine's refusals (InvalidJob 400, JobNotFound 404, JobStateConflict and
-    DuplicateJob 409) as that seed did. Authentication, size and content-type refusals are problem+json (the
-    seeds had none of them), and so is Redis being unreachable or full: 503 with Retry-After."""
+    """A seed route: refuses cross-site requests (403, before anything is read; not health probes), serves
+    `methods` (405 with Allow otherwise), authenticates (`scope`: any, read, submit or operate, the token's scope
+    must meet it; nobody, from loopback only, when API.ANONYMOUS_SEEDS is on; None: open, for health probes), and
+    answers errors in the seed's `style`: a SeedError and the engine's refusals (InvalidJob 400, JobNotFound 404,
+    JobStateConflict and DuplicateJob 409) as that seed did. Authentication, authorization, size and content-type
+    refusals are problem+json (the seeds had none of them), and so is Redis being unreachable or full: 503 with
+    Retry-After."""
     allowed = [m.upper() for m in methods]
     if "GET" in allowed and "HEAD" not in allowed:
         allowed.append("HEAD")
@@ -79,10 +80,11 @@ def seed_view(
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            try:
-                check_same_site(request)
-            except Problem as problem:
-                return problem_response(problem, request)
+            if scope is not None:  # a health probe is open to every caller
+                try:
+                    check_same_site(request)
+                except Problem as problem:
+                    return problem_response(problem, request)
             if request.method not in allowed:
                 response = style(
                     405, method_message or f"Method {request.method} not allowed; use {', '.join(allowed)}"

@@ -244,10 +244,10 @@ def submit_task(request: HttpRequest) -> HttpResponse:
     queue = body.get("queue")
     if queue is not None:
         queue = name_value(queue, ["body", "queue"], "queue")
-        if queue != task.queue and queue not in known_queues():
-            raise SeedError(400, f"Unknown queue {queue}")
     who = caller(request)
-    who.check_submit(name, queue)
+    who.check_submit(name, queue)  # before anything else is told about the queue
+    if queue is not None and queue != task.queue and queue not in known_queues():
+        raise SeedError(400, f"Unknown queue {queue}")
     try:
         result = c.enqueue(name, parameters, id=job_id, queue=queue)
     except InvalidJob as exc:
