@@ -20,7 +20,16 @@ from jobconsole.models import Attempt, DeadLetter, Job
 from jobconsole.moments import to_utc
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
-from jobconsole_api.v1.common import PAGING, REASON, decode_cursor, encode_cursor, job_id_param, no_job, visible_job
+from jobconsole_api.v1.common import (
+    NOT_FOUND,
+    PAGING,
+    REASON,
+    decode_cursor,
+    encode_cursor,
+    job_id_param,
+    no_job,
+    visible_job,
+)
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, array, boolean, obj, ref, string
 
@@ -95,13 +104,14 @@ def list_dead_letters(call: Call) -> Reply:
 
 @operation(
     "GET", "/dead-letters/{job_id}/history", operation_id="dead_letter_history", summary="A job's attempts",
-    tag="dead letters", params=(job_id_param(),), scope="read",
+    tag="dead letters", params=(job_id_param(),), scope="any",
     responses={200: Response("Every attempt, oldest first, with its times; and each death.", obj(
         {"job_id": string(), "attempts": array(ref("Attempt")), "deaths": array(ref("DeadLetter"))},
-        ("job_id", "attempts", "deaths"))), 404: Response("No such job.")},
+        ("job_id", "attempts", "deaths"))), 404: NOT_FOUND},
 )  # fmt: skip
 def history(call: Call) -> Reply:
-    """Every attempt of the job (from Redis while it holds the job, else from the database) and every death."""
+    """Every attempt of the job (from Redis while it holds the job, else from the database) and every death. A
+    submit token reads only the jobs it submitted."""
     job_id = visible_job(call, call.params["job_id"])
     deaths = [shapes.dead_letter(d) for d in DeadLetter.objects.filter(job_id=job_id).order_by("died_at", "pk")]
     try:

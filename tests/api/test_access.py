@@ -140,6 +140,8 @@ def test_jobbers_reads_show_a_submit_token_only_its_own_jobs(seeds: Any, r: "red
     assert [t["id"] for t in owner.get("/jobbers/dead-letter-queue").json()["tasks"]] == [dead]
     assert owner.get(f"/jobbers/dead-letter-queue/{dead}/history").status_code == 200
     assert [t["id"] for t in ops.get("/jobbers/dead-letter-queue").json()["tasks"]] == [dead]  # operate: all
+    assert stranger.get(f"/api/v1/dead-letters/{dead}/history").status_code == 404  # the same rule on /api/v1
+    assert owner.get(f"/api/v1/dead-letters/{dead}/history").status_code == 200
 
 
 def test_jobbers_cancel_touches_only_the_callers_own_tasks(seeds: Any) -> None:
@@ -280,6 +282,8 @@ def test_a_cross_site_request_is_refused_before_anything_is_enqueued(seeds: Any)
     own_site = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
     same = anonymous.post("/jobber/queue", body, content_type="text/plain", headers=own_site)
     assert same.status_code == 201 and waiting(BILLING) == 2
+    default_port = {"Origin": "http://TestServer:80"}  # the same origin, spelled out
+    assert anonymous.post("/jobber/queue", body, content_type="text/plain", headers=default_port).status_code == 201
 
 
 def test_anonymous_seed_access_answers_only_on_loopback(seeds: Any) -> None:
