@@ -255,6 +255,8 @@ def submit_task(request: HttpRequest) -> HttpResponse:
     if result.created:
         who.remember([result.id])
     job = c.get(result.id, result.queue, history=False)
+    if not result.created and not who.visible([job]):  # the id is another's job: tell nothing of it
+        raise SeedError(409, f"Task id {result.id} is already used by another task")
     return JsonResponse({"message": "Task submitted successfully", "task": summaries([job])[0]})
 
 

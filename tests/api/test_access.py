@@ -135,6 +135,8 @@ def test_jobbers_reads_show_a_submit_token_only_its_own_jobs(seeds: Any, r: "red
     assert [t["id"] for t in task_list] == [] and "card" not in json.dumps(task_list)
     assert stranger.get("/jobbers/dead-letter-queue").json() == {"tasks": []}
     assert send(stranger, "GET", f"/jobbers/task-status/{mine}").status_code == 200  # its own
+    again = send(stranger, "POST", "/jobbers/submit-task", {"id": secret, "name": "acc.report"})  # "idempotent"
+    assert again.status_code == 409 and "card" not in again.content.decode()
 
     assert [t["id"] for t in owner.get("/jobbers/task-list", {"queue": OTHER}).json()["tasks"]] == [queued]
     assert [t["id"] for t in owner.get("/jobbers/dead-letter-queue").json()["tasks"]] == [dead]
