@@ -228,7 +228,9 @@ def test_a_text_search_reports_how_far_back_it_looked(
     assert [j["params_preview"] for j in found] == ['{"n":0,"tag":"needle"}']
 
 
-def test_a_submit_token_sees_and_cancels_only_its_own_jobs_and_cannot_operate(operator: Api, submitter: Api, mirror: Any) -> None:
+def test_a_submit_token_sees_and_cancels_only_its_own_jobs_and_cannot_operate(
+    operator: Api, submitter: Api, mirror: Any
+) -> None:
     mine = submitter.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()["id"]
     assert SubmittedJob.objects.get().job_id == mine
     theirs = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 2}}).json()["id"]
