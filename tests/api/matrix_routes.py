@@ -110,6 +110,10 @@ class World:
         """A job of the queue apitest due in ten minutes (scheduled): it can be cancelled, edited, deleted."""
         return str(self._once("waiting", lambda: self.submit(WAITING)))
 
+    def queued_job(self) -> str:
+        """A job of the queue apitest ready to run (no worker runs in these tests)."""
+        return str(self._once("queued", lambda: self.submit({"task": "apitest.add", "params": {"a": 1}})))
+
     def walrus_job(self) -> str:
         """A job of the queue examples.echo due in ten minutes, with the `payload` parameter Walrus's jobs have."""
         spec = {"task": "examples.echo", "params": {"payload": "x"}, "delay": 600}
@@ -118,20 +122,31 @@ class World:
     def unique_job(self) -> str:
         return str(self._once("unique", lambda: self.submit({**WAITING, "unique_key": UNIQUE_KEY})))
 
+    def mirrored(self) -> None:
+        """Copy Redis's changes to the database (the job search and the dead-letter lists read the mirror)."""
+        from jobconsole.mirror.loop import Mirror
+
+        mirror = Mirror(self.r, batch=200, block_ms=20, overlap=False)
+        try:
+            mirror.drain()
+        finally:
+            mirror.writer.close()
+
+    def listed_waiting_job(self) -> str:
+        """The waiting job, mirrored (so that the job search lists it)."""
+        job_id = self.waiting_job()
+        self.mirrored()
+        return job_id
+
     def dead_job(self) -> str:
         """A job of the queue apitest.dead that died at its first attempt, mirrored (its dead letter exists)."""
 
         def make() -> str:
-            from jobconsole.mirror.loop import Mirror
             from tests.mirror_fixtures import run_worker
 
             job_id = self.submit({"task": "apitest.boom"})
             run_worker(self.r, ["apitest.dead"])
-            mirror = Mirror(self.r, batch=200, block_ms=20, overlap=False)
-            try:
-                mirror.drain()
-            finally:
-                mirror.writer.close()
+            self.mirrored()
             return job_id
 
         return str(self._once("dead", make))
@@ -205,6 +220,7 @@ class Row:
     # After the answer: what must (not) have changed, for cells whose status alone proves too little.
     check: Callable[[World, str, Any], None] | None = None
     note: str = ""
+    per_owner: bool = False  # a list of jobs: the answer of the other submit token differs (it sees none of them)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -282,6 +298,28 @@ def form(path: str | Callable[[World], str], data: Callable[[World], dict[str, A
     return build
 
 
+def shows(
+    job: Callable[[World], str], *, to: tuple[str, ...], not_to: tuple[str, ...]
+) -> Callable[[World, str, Any], None]:
+    """A list's answer names the job for the callers `to` and does not for the callers `not_to` (a submit token
+    lists only its own jobs, a limited token only its queues')."""
+
+    def check(world: World, caller: str, response: Any) -> None:
+        if response.status_code != 200:  # a refusal: its status was the cell's answer
+            return
+        job_id = job(world)
+        if caller in to:
+            assert job_id in response.content.decode(), f"{caller}: the list must show the job {job_id}"
+        if caller in not_to:
+            assert job_id not in response.content.decode(), f"{caller}: the list must not show the job {job_id}"
+
+    return check
+
+
+OWNERS = ("submit", "read", "operate", "anon_run")  # who sees the submit token's jobs in a list
+OTHERS = ("submit_other", "limited")  # who must not
+
+
 def still_waiting(world: World, caller: str, response: Any) -> None:
     """A refused batch cancel left the job as it was."""
     from jobconsole.engine import get_client
@@ -310,8 +348,9 @@ ROWS: list[Row] = [
         v1(201, submit=201, read=403, limited=403)),
     Row("POST", f"{V}/jobs/batch", send("POST", f"{V}/jobs/batch", {"jobs": [WAITING]}),
         v1(201, submit=201, read=403, limited=403)),
-    Row("GET", f"{V}/jobs", get(f"{V}/jobs"),
-        v1(200, submit=200, read=200, limited=200), note="lists: a submit token's own jobs, a limited token's queues"),
+    Row("GET", f"{V}/jobs", get(f"{V}/jobs", lambda w: w.listed_waiting_job()),
+        v1(200, submit=200, submit_other=200, read=200, limited=200), per_owner=True,
+        check=shows(waiting, to=OWNERS, not_to=OTHERS), note="a submit token's own jobs, a limited token's queues"),
     Row("GET", f"{V}/jobs/{JOB}", get(lambda w: f"{V}/jobs/{waiting(w)}"),
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
     Row("PATCH", f"{V}/jobs/{JOB}", send("PATCH", lambda w: f"{V}/jobs/{waiting(w)}", EDIT),
@@ -332,7 +371,8 @@ ROWS: list[Row] = [
                                       key=UNIQUE_KEY),
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: a single-job route (by key)"),
     # --- /api/v1: queues, workers, flow ---
-    Row("GET", f"{V}/queues", get(f"{V}/queues"), v1(200, submit=403, read=200, limited=200)),
+    Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200),
+        check=shows(lambda w: '"apitest"', to=("read", "operate"), not_to=("limited",))),
     Row("POST", f"{V}/queues/<str:queue>/pause", send("POST", f"{V}/queues/apitest/pause", prepare=waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("POST", f"{V}/queues/<str:queue>/resume", send("POST", f"{V}/queues/apitest/resume", prepare=waiting),
@@ -340,7 +380,8 @@ ROWS: list[Row] = [
     Row("PUT", f"{V}/queues/<str:queue>/limit", send("PUT", f"{V}/queues/apitest/limit", {"limit": 2}, waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("GET", f"{V}/workers", get(f"{V}/workers"), v1(200, submit=403, read=200, limited=403)),
-    Row("GET", f"{V}/scheduled", get(f"{V}/scheduled"), v1(200, submit=403, read=200, limited=200)),
+    Row("GET", f"{V}/scheduled", get(f"{V}/scheduled", waiting), v1(200, submit=403, read=200, limited=200),
+        check=shows(waiting, to=OWNERS, not_to=OTHERS)),
     Row("GET", f"{V}/flow", get(f"{V}/flow"), v1(200, submit=403, read=200, limited=403)),
     Row("PUT", f"{V}/groups/<str:group>", send("PUT", f"{V}/groups/payments", {"connections": 2}),
         v1(200, submit=403, read=403, limited=403)),
@@ -355,7 +396,8 @@ ROWS: list[Row] = [
     Row("POST", f"{V}/schedules/<str:name>/run", send("POST", lambda w: f"{V}/schedules/{w.schedule()}/run"),
         v1(201, submit=403, read=403, limited=403)),
     # --- /api/v1: dead letters and bulk operations ---
-    Row("GET", f"{V}/dead-letters", get(f"{V}/dead-letters"), v1(200, submit=403, read=200, limited=200)),
+    Row("GET", f"{V}/dead-letters", get(f"{V}/dead-letters", dead), v1(200, submit=403, read=200, limited=200),
+        check=shows(dead, to=OWNERS, not_to=OTHERS)),
     # A single-job route (any token): a submit token reads its own job's history, another's is a 404.
     Row("GET", f"{V}/dead-letters/{JOB}/history", get(lambda w: f"{V}/dead-letters/{dead(w)}/history"),
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
@@ -423,17 +465,20 @@ ROWS: list[Row] = [
         check=lambda w, c, resp: still_waiting(w, c, resp) if c in ("submit_other", "limited") else None),
     # A job list of one queue (the queue is required): a submit token its own, a limited token 403 (the filter
     # names a queue outside its limit).
-    Row("GET", "/jobbers/task-list", get("/jobbers/task-list", queue="apitest"),
-        seed(200, submit=200, read=200, limited=403)),
-    Row("GET", "/jobbers/queues", get("/jobbers/queues"), seed(200, submit=200, read=200, limited=200)),
+    Row("GET", "/jobbers/task-list", get("/jobbers/task-list", lambda w: w.queued_job(), queue="apitest"),
+        seed(200, submit=200, submit_other=200, read=200, limited=403), per_owner=True,
+        check=shows(lambda w: w.queued_job(), to=OWNERS, not_to=OTHERS)),
+    Row("GET", "/jobbers/queues", get("/jobbers/queues", waiting), seed(200, submit=200, read=200, limited=200),
+        check=shows(lambda w: '"apitest"', to=("read", "operate"), not_to=("limited",))),
     Row("GET", "/jobbers/queues/<str:role>", get("/jobbers/queues/mailers"),
         seed(200, submit=200, read=200, limited=200)),
     Row("POST", "/jobbers/queues/<str:role>", send("POST", "/jobbers/queues/mailers", ["emails"]),
         seed(200, submit=403, read=403, limited=403), note="choice: a role spans queues: a limited token 403"),
     Row("GET", "/jobbers/roles", get("/jobbers/roles"), seed(200, submit=200, read=200, limited=200)),
     # Jobbers' dead letters are a job list and a job's read: a submit token sees its own (notes/authz-policy.md).
-    Row("GET", "/jobbers/dead-letter-queue", get("/jobbers/dead-letter-queue"),
-        seed(200, submit=200, read=200, limited=200), note="a submit token's own dead tasks"),
+    Row("GET", "/jobbers/dead-letter-queue", get("/jobbers/dead-letter-queue", dead),
+        seed(200, submit=200, submit_other=200, read=200, limited=200), per_owner=True,
+        check=shows(dead, to=OWNERS, not_to=OTHERS), note="a submit token's own dead tasks"),
     Row("POST", "/jobbers/dead-letter-queue/resubmit",
         send("POST", "/jobbers/dead-letter-queue/resubmit", {"queue": "apitest.dead"}, dead),
         seed(200, submit=403, read=403, limited=403)),
@@ -441,8 +486,9 @@ ROWS: list[Row] = [
         get(lambda w: f"/jobbers/dead-letter-queue/{dead(w)}/history"),
         seed(200, submit=200, submit_other=404, read=200, limited=404)),
     # choice: like task-list (a job list of one required queue), not like v1's aggregate /scheduled.
-    Row("GET", "/jobbers/scheduled-tasks", get("/jobbers/scheduled-tasks", queue="apitest"),
-        seed(200, submit=200, read=200, limited=403), note="choice: a job list of one queue, like task-list"),
+    Row("GET", "/jobbers/scheduled-tasks", get("/jobbers/scheduled-tasks", waiting, queue="apitest"),
+        seed(200, submit=200, submit_other=200, read=200, limited=403), per_owner=True,
+        check=shows(waiting, to=OWNERS, not_to=OTHERS), note="choice: a job list of one queue, like task-list"),
     # --- the console ---
     Row("GET", "/", get("/"), page()),
     Row("GET", "/queues/", get("/queues/"), page()),

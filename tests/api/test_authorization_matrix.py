@@ -123,7 +123,7 @@ def test_every_row_has_an_answer_for_every_caller() -> None:
         if row.console:
             assert set(row.expect) == set(CONSOLE_CALLERS), (row.key, "needs the answer of each console caller")
             continue
-        wanted = set(API_CALLERS) - (set() if _names_a_job(row) else {"submit_other"})
+        wanted = set(API_CALLERS) - (set() if _names_a_job(row) or row.per_owner else {"submit_other"})
         assert set(row.expect) == wanted, (row.key, "answers missing or extra", sorted(set(row.expect) ^ wanted))
 
 
@@ -169,6 +169,12 @@ def perform(web: WebClient, request: Request, extra: dict[str, str], content_typ
     return send(path, data, content_type=content_type or "application/json", **extra)
 
 
+def redis_state(r: "redis.Redis") -> dict[str, bytes | None]:
+    raw: Any = redis.Redis(connection_pool=r.connection_pool)
+    # DUMP answers a serialization (bytes): not decoded, whatever the connection's decode_responses.
+    return {key: raw.execute_command("DUMP", key, NEVER_DECODE=True) for key in r.scan_iter(count=1000)}
+
+
 def describe(expected: Expected) -> str:
     if isinstance(expected, frozenset):
         return " or ".join(str(s) for s in sorted(expected))
@@ -189,6 +195,9 @@ def assert_answer(response: Any, expected: Expected, cell: str) -> None:
     assert ok, f"{cell}: expected {describe(expected)}, got {shown}: {response.content[:300]!r}"
 
 
+# A refused change changes nothing (policy: "403, nothing enqueued"; bad input: nothing changed).
+REFUSALS: tuple[Expected, ...] = (401, 403, 404, 405, LOGIN)
+
 CELLS = [pytest.param(row, caller, id=f"{row.method} {row.route} | {caller}") for row in ROWS for caller in row.expect]
 
 
@@ -197,8 +206,13 @@ def test_cell(row: Row, caller: str, world: World, settings: Any) -> None:
     request = row.request(world, caller)  # makes the state the request needs (as the submit token)
     anonymous_seeds(settings, caller in ("anon_run", "anon_remote"))
     client, extra = caller_client(world, caller)
+    expected = row.expect[caller]
+    refused = request.method in UNSAFE and expected in REFUSALS
+    before = redis_state(world.r) if refused else None
     response = perform(client, request, extra)
-    assert_answer(response, row.expect[caller], f"{row.method} {row.route} as {caller}")
+    assert_answer(response, expected, f"{row.method} {row.route} as {caller}")
+    if refused:
+        assert redis_state(world.r) == before, f"{row.method} {row.route} as {caller}: refused, yet Redis changed"
     if row.check is not None:
         row.check(world, caller, response)
 
@@ -238,12 +252,6 @@ def test_a_method_without_a_row_is_refused(route: str, method: str, world: World
 
 
 # --- cross-site requests change nothing -------------------------------------------------------------------------
-
-
-def redis_state(r: "redis.Redis") -> dict[str, bytes | None]:
-    raw: Any = redis.Redis(connection_pool=r.connection_pool)
-    # DUMP answers a serialization (bytes): not decoded, whatever the connection's decode_responses.
-    return {key: raw.execute_command("DUMP", key, NEVER_DECODE=True) for key in r.scan_iter(count=1000)}
 
 
 CROSS_SITE_HEADERS = {"origin": {"HTTP_ORIGIN": EVIL_ORIGIN}, "sec-fetch-site": {"HTTP_SEC_FETCH_SITE": "cross-site"}}
