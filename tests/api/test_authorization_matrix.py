@@ -254,7 +254,12 @@ def test_a_method_without_a_row_is_refused(route: str, method: str, world: World
 # --- cross-site requests change nothing -------------------------------------------------------------------------
 
 
-CROSS_SITE_HEADERS = {"origin": {"HTTP_ORIGIN": EVIL_ORIGIN}, "sec-fetch-site": {"HTTP_SEC_FETCH_SITE": "cross-site"}}
+CROSS_SITE_HEADERS = {
+    "origin": {"HTTP_ORIGIN": EVIL_ORIGIN},
+    "sec-fetch-site": {"HTTP_SEC_FETCH_SITE": "cross-site"},
+    "origin-null": {"HTTP_ORIGIN": "null"},  # a sandboxed frame or a data: page of any site
+    "other-local-port": {"HTTP_ORIGIN": "http://localhost:3000", "HTTP_SEC_FETCH_SITE": "same-site"},
+}
 
 
 def _unsafe_api_rows() -> list[Any]:
@@ -302,3 +307,24 @@ def test_metrics_anonymous_loopback_when_turned_on(world: World, settings: Any) 
     settings.JOBCONSOLE = {**settings.JOBCONSOLE, "METRICS": {"ANONYMOUS_LOOPBACK": True}}
     assert WebClient().get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
     assert WebClient().get("/metrics", REMOTE_ADDR=REMOTE_ADDR).status_code == 401
+
+
+def test_a_same_origin_request_is_not_refused(world: World, settings: Any) -> None:
+    """The control of the cross-site cells: the site's own origin (the console's pages) passes."""
+    anonymous_seeds(settings, True)
+    body = json.dumps({"type": "examples.echo", "payload": "x"})
+    response = WebClient().post("/jobber/queue", body, content_type="application/json", REMOTE_ADDR="127.0.0.1",
+                                HTTP_ORIGIN="http://testserver", HTTP_SEC_FETCH_SITE="same-origin")  # fmt: skip
+    assert response.status_code == 201, response.content[:300]
+
+
+def test_dns_rebinding_reaches_no_seed_route(world: World, settings: Any, r: "redis.Redis") -> None:
+    """A page of evil.example whose name the attacker re-points at 127.0.0.1 is same-origin for the browser: the
+    Host header (ALLOWED_HOSTS) is what refuses it under `make run`, before any view runs."""
+    anonymous_seeds(settings, True)
+    before = redis_state(r)
+    body = json.dumps({"type": "examples.echo", "payload": "x"})
+    response = WebClient().post("/jobber/queue", body, content_type="text/plain", REMOTE_ADDR="127.0.0.1",
+                                HTTP_HOST="evil.example:8000", HTTP_ORIGIN="http://evil.example:8000")  # fmt: skip
+    assert response.status_code == 400, response.content[:300]
+    assert redis_state(r) == before
