@@ -12,6 +12,8 @@ Callers of the API's routes (seeds, /api/v1, /metrics):
   read         a read token
   operate      an operate token
   limited      an operate token limited to the queue "other" (every job of the world is in another queue)
+  limited_in   an operate token limited to the world's queues apitest and apitest.dead (the control of `limited`:
+               inside its limits it may do what operate does, except on the routes spanning every queue)
   cross_site   the operate token, with `Origin: https://evil.example`
 Callers of the console's routes:
   anon         not logged in: a redirect to the login page
@@ -39,7 +41,7 @@ from jobconsole.models import BulkOperation, PeriodicSchedule
 from jobconsole_api.models import ApiToken
 
 API_CALLERS = ("anon_prod", "anon_run", "anon_remote", "submit", "submit_other", "read", "operate", "limited",
-               "cross_site")  # fmt: skip
+               "limited_in", "cross_site")  # fmt: skip
 CONSOLE_CALLERS = ("anon", "nobody", "viewer", "operator")
 
 LOGIN = "302 to the login page"
@@ -49,6 +51,7 @@ type Expected = int | str | frozenset[int]
 EVIL_ORIGIN = "https://evil.example"
 REMOTE_ADDR = "203.0.113.7"  # TEST-NET-3: not loopback
 LIMITED_QUEUE = "other"
+WORLD_QUEUES = ["apitest", "apitest.dead"]  # the queues of the jobs the world makes (tests/api/v1/tasks.py)
 WAITING = {"task": "apitest.add", "params": {"a": 1}, "delay": 600}  # scheduled: cancellable and editable
 UNIQUE_KEY = "matrix/reminder"
 
@@ -83,6 +86,7 @@ class World:
                 "operate": ("ops", "operate", {}),
                 "cross_site": ("ops", "operate", {}),
                 "limited": ("limited-ops", "operate", {"queues": [LIMITED_QUEUE]}),
+                "limited_in": ("scoped-ops", "operate", {"queues": WORLD_QUEUES}),
             }[caller]
             if caller == "cross_site":
                 self._plain[caller] = self.token("operate")
@@ -237,21 +241,22 @@ NO_ANON = {"anon_prod": 401, "anon_run": 401, "anon_remote": 401, "cross_site": 
 
 
 def v1(ok: int, *, submit: Expected, read: Expected, limited: Expected, submit_other: Expected | None = None,
-       operate: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
-    """/api/v1: never anonymous."""
+       operate: Expected | None = None, limited_in: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
+    """/api/v1: never anonymous. limited_in: as operate unless given (a route spanning every queue: 403)."""
     cells: dict[str, Expected] = {**NO_ANON, "submit": submit, "read": read, "operate": operate or ok,
-                                  "limited": limited}  # fmt: skip
+                                  "limited": limited, "limited_in": limited_in or operate or ok}  # fmt: skip
     if submit_other is not None:
         cells["submit_other"] = submit_other
     return cells
 
 
 def seed(ok: int, *, submit: Expected, read: Expected, limited: Expected, submit_other: Expected | None = None,
-         anon_run: Expected | None = None, operate: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
+         anon_run: Expected | None = None, operate: Expected | None = None,
+         limited_in: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
     """A seed route: anonymous callers only under `make run` from the loopback address, with full power."""
     cells: dict[str, Expected] = {
         "anon_prod": 401, "anon_run": anon_run or ok, "anon_remote": 401, "submit": submit, "read": read,
-        "operate": operate or ok, "limited": limited, "cross_site": 403,
+        "operate": operate or ok, "limited": limited, "limited_in": limited_in or operate or ok, "cross_site": 403,
     }  # fmt: skip
     if submit_other is not None:
         cells["submit_other"] = submit_other
@@ -316,7 +321,7 @@ def shows(
     return check
 
 
-OWNERS = ("submit", "read", "operate", "anon_run")  # who sees the submit token's jobs in a list
+OWNERS = ("submit", "read", "operate", "limited_in", "anon_run")  # who sees the submit token's jobs in a list
 OTHERS = ("submit_other", "limited")  # who must not
 
 
@@ -372,29 +377,29 @@ ROWS: list[Row] = [
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: a single-job route (by key)"),
     # --- /api/v1: queues, workers, flow ---
     Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200),
-        check=shows(lambda w: '"apitest"', to=("read", "operate"), not_to=("limited",))),
+        check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),
     Row("POST", f"{V}/queues/<str:queue>/pause", send("POST", f"{V}/queues/apitest/pause", prepare=waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("POST", f"{V}/queues/<str:queue>/resume", send("POST", f"{V}/queues/apitest/resume", prepare=waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("PUT", f"{V}/queues/<str:queue>/limit", send("PUT", f"{V}/queues/apitest/limit", {"limit": 2}, waiting),
         v1(200, submit=403, read=403, limited=403)),
-    Row("GET", f"{V}/workers", get(f"{V}/workers"), v1(200, submit=403, read=200, limited=403)),
+    Row("GET", f"{V}/workers", get(f"{V}/workers"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("GET", f"{V}/scheduled", get(f"{V}/scheduled", waiting), v1(200, submit=403, read=200, limited=200),
         check=shows(waiting, to=OWNERS, not_to=OTHERS)),
-    Row("GET", f"{V}/flow", get(f"{V}/flow"), v1(200, submit=403, read=200, limited=403)),
+    Row("GET", f"{V}/flow", get(f"{V}/flow"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("PUT", f"{V}/groups/<str:group>", send("PUT", f"{V}/groups/payments", {"connections": 2}),
-        v1(200, submit=403, read=403, limited=403)),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: schedules ---
-    Row("GET", f"{V}/schedules", get(f"{V}/schedules"), v1(200, submit=403, read=200, limited=403)),
+    Row("GET", f"{V}/schedules", get(f"{V}/schedules"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("GET", f"{V}/schedules/<str:name>", get(lambda w: f"{V}/schedules/{w.schedule()}"),
-        v1(200, submit=403, read=200, limited=403)),
+        v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("POST", f"{V}/schedules/<str:name>/enable", send("POST", lambda w: f"{V}/schedules/{w.schedule()}/enable"),
-        v1(200, submit=403, read=403, limited=403)),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     Row("POST", f"{V}/schedules/<str:name>/disable", send("POST", lambda w: f"{V}/schedules/{w.schedule()}/disable"),
-        v1(200, submit=403, read=403, limited=403)),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     Row("POST", f"{V}/schedules/<str:name>/run", send("POST", lambda w: f"{V}/schedules/{w.schedule()}/run"),
-        v1(201, submit=403, read=403, limited=403)),
+        v1(201, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: dead letters and bulk operations ---
     Row("GET", f"{V}/dead-letters", get(f"{V}/dead-letters", dead), v1(200, submit=403, read=200, limited=200),
         check=shows(dead, to=OWNERS, not_to=OTHERS)),
@@ -408,14 +413,16 @@ ROWS: list[Row] = [
         send("POST", f"{V}/dead-letters/purge", {"filter": {"queue": "apitest.dead"}}, dead),
         v1(200, submit=403, read=403, limited=403)),
     Row("GET", f"{V}/operations/<str:operation_id>", get(lambda w: f"{V}/operations/{w.operation()}"),
-        v1(200, submit=403, read=200, limited=403)),
+        v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("POST", f"{V}/operations/<str:operation_id>/cancel",
         send("POST", lambda w: f"{V}/operations/{w.operation()}/cancel"),
-        v1(200, submit=403, read=403, limited=403)),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: figures ---
-    Row("GET", f"{V}/stats", get(f"{V}/stats"), v1(200, submit=403, read=200, limited=200)),
-    Row("GET", f"{V}/series", get(f"{V}/series"), v1(200, submit=403, read=200, limited=403)),
-    Row("GET", f"{V}/series/depth", get(f"{V}/series/depth"), v1(200, submit=403, read=200, limited=403)),
+    Row("GET", f"{V}/stats", get(f"{V}/stats"), v1(200, submit=403, read=200, limited=200, limited_in=403),
+        note="a token of several queues must name one (?queue=): 403 (notes/authz-policy.md)"),
+    Row("GET", f"{V}/series", get(f"{V}/series"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
+    Row("GET", f"{V}/series/depth", get(f"{V}/series/depth"),
+        v1(200, submit=403, read=200, limited=403, limited_in=403)),
     # --- /api/v1: its documents, and the catch-all ---
     # The document and its page stay public (they hold no data; a browser reading the docs sends no token), but
     # refuse cross-site requests (notes/authz-policy.md: a deviation from a literal reading of policy 3).
@@ -429,25 +436,25 @@ ROWS: list[Row] = [
     # --- /metrics (METRICS.ANONYMOUS_LOOPBACK off by default, and `make run` does not turn it on) ---
     Row("GET", "/metrics", get("/metrics"),
         {"anon_prod": 401, "anon_run": 401, "anon_remote": 401, "submit": 403, "read": 200, "operate": 200,
-         "limited": 403, "cross_site": 200}, note="not a seed or /api/v1 route: no cross-site rule"),
+         "limited": 403, "limited_in": 403, "cross_site": 200}, note="not a seed or /api/v1 route: no cross-site rule"),
     # --- seeds: Go scheduler, Jobber, Walrus, Runqueue ---
     Row("GET", "/health", get("/health"),
         {c: 200 for c in API_CALLERS if c != "submit_other"}, note="choice: a probe, open to every caller"),
     Row("POST", "/jobs", send("POST", "/jobs", {"type": "examples.echo", "payload": "x"}),
-        seed(202, submit=202, read=403, limited=403)),
+        seed(202, submit=202, read=403, limited=403, limited_in=403)),
     # choice: GET /jobs is no seed route: it redirects to the console's job list (which asks for a login).
     Row("GET", "/jobs", get("/jobs"), {c: 301 for c in API_CALLERS if c != "submit_other"},
         note="choice: a redirect to the console, same for everyone"),
     Row("POST", "/jobber/queue", send("POST", "/jobber/queue", {"type": "examples.echo", "payload": "x"}),
-        seed(201, submit=201, read=403, limited=403)),
+        seed(201, submit=201, read=403, limited=403, limited_in=403)),
     Row("POST", "/schedule/", send("POST", "/schedule/", {"job_type": "examples.echo", "payload": "x"}),
-        seed(200, submit=200, read=403, limited=403)),
+        seed(200, submit=200, read=403, limited=403, limited_in=403)),
     Row("PUT", "/schedule/<str:job_id>", send("PUT", lambda w: f"/schedule/{w.walrus_job()}", {"payload": "y"}),
-        seed(200, submit=200, submit_other=404, read=403, limited=404)),
+        seed(200, submit=200, submit_other=404, read=403, limited=404, limited_in=404)),
     Row("DELETE", "/schedule/<str:job_id>", send("DELETE", lambda w: f"/schedule/{w.walrus_job()}"),
-        seed(200, submit=200, submit_other=404, read=403, limited=404)),
+        seed(200, submit=200, submit_other=404, read=403, limited=404, limited_in=404)),
     Row("POST", "/runqueue/jobs", send("POST", "/runqueue/jobs", {"topic": "examples.echo", "json": {"x": 1}}),
-        seed(201, submit=201, read=403, limited=403)),
+        seed(201, submit=201, read=403, limited=403, limited_in=403)),
     Row("GET", "/runqueue/health", get("/runqueue/health"), seed(200, submit=200, read=200, limited=200)),
     # --- seeds: Jobbers ---
     Row("GET", "/jobbers/", get("/jobbers/"), seed(200, submit=200, read=200, limited=200)),
@@ -469,11 +476,12 @@ ROWS: list[Row] = [
         seed(200, submit=200, submit_other=200, read=200, limited=403), per_owner=True,
         check=shows(lambda w: w.queued_job(), to=OWNERS, not_to=OTHERS)),
     Row("GET", "/jobbers/queues", get("/jobbers/queues", waiting), seed(200, submit=200, read=200, limited=200),
-        check=shows(lambda w: '"apitest"', to=("read", "operate"), not_to=("limited",))),
+        check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),
     Row("GET", "/jobbers/queues/<str:role>", get("/jobbers/queues/mailers"),
         seed(200, submit=200, read=200, limited=200)),
     Row("POST", "/jobbers/queues/<str:role>", send("POST", "/jobbers/queues/mailers", ["emails"]),
-        seed(200, submit=403, read=403, limited=403), note="choice: a role spans queues: a limited token 403"),
+        seed(200, submit=403, read=403, limited=403, limited_in=403),
+        note="choice: a role spans queues: a limited token 403"),
     Row("GET", "/jobbers/roles", get("/jobbers/roles"), seed(200, submit=200, read=200, limited=200)),
     # Jobbers' dead letters are a job list and a job's read: a submit token sees its own (notes/authz-policy.md).
     Row("GET", "/jobbers/dead-letter-queue", get("/jobbers/dead-letter-queue", dead),
