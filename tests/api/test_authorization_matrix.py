@@ -328,3 +328,28 @@ def test_dns_rebinding_reaches_no_seed_route(world: World, settings: Any, r: "re
                                 HTTP_HOST="evil.example:8000", HTTP_ORIGIN="http://evil.example:8000")  # fmt: skip
     assert response.status_code == 400, response.content[:300]
     assert redis_state(r) == before
+
+
+# --- a job submitted through a seed route is its token's own on every route -------------------------------------
+
+SEED_SUBMISSIONS = {
+    "/jobber/queue": ({"type": "examples.echo", "payload": "x"}, lambda body: body["job-id"]),
+    "/jobs": ({"type": "examples.echo", "payload": "x"}, lambda body: body["job_id"]),
+    "/jobs (Jobber's variant)": ({"jobType": "examples.echo", "payload": "x"}, lambda body: body["jobId"]),
+    "/schedule/": ({"job_type": "examples.echo", "payload": "x"}, lambda body: body["job_id"]),
+    "/runqueue/jobs": ({"topic": "examples.echo", "json": {"x": 1}}, lambda body: body["id"]),
+    "/jobbers/submit-task": ({"name": "apitest.add", "parameters": {"a": 1}}, lambda body: body["task"]["id"]),
+}
+
+
+@pytest.mark.parametrize("route", list(SEED_SUBMISSIONS))
+def test_a_job_submitted_through_a_seed_is_its_tokens_own(route: str, world: World) -> None:
+    """The matrix's jobs are submitted through /api/v1; a seed's submission must make the job its token's too:
+    the token reads it through /api/v1, another submit token gets the 404 of an unknown id."""
+    body, job_id_of = SEED_SUBMISSIONS[route]
+    path = route.split(" ")[0]
+    response = world.api("submit").post(path, json.dumps(body), content_type="application/json")
+    assert response.status_code in (200, 201, 202), response.content[:300]
+    job_id = job_id_of(response.json())
+    assert world.api("submit").get(f"/api/v1/jobs/{job_id}").status_code == 200
+    assert world.api("submit_other").get(f"/api/v1/jobs/{job_id}").status_code == 404
