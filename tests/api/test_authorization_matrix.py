@@ -7,7 +7,7 @@ Left out, on purpose: Django's admin (/admin/: Django's own permission checks, t
 and static files (not views of ours; no pattern in project/urls.py serves them today)."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -332,7 +332,7 @@ def test_dns_rebinding_reaches_no_seed_route(world: World, settings: Any, r: "re
 
 # --- a job submitted through a seed route is its token's own on every route -------------------------------------
 
-SEED_SUBMISSIONS = {
+SEED_SUBMISSIONS: dict[str, tuple[dict[str, Any], Callable[[Any], str]]] = {
     "/jobber/queue": ({"type": "examples.echo", "payload": "x"}, lambda body: body["job-id"]),
     "/jobs": ({"type": "examples.echo", "payload": "x"}, lambda body: body["job_id"]),
     "/jobs (Jobber's variant)": ({"jobType": "examples.echo", "payload": "x"}, lambda body: body["jobId"]),
