@@ -14,6 +14,8 @@ Callers of the API's routes (seeds, /api/v1, /metrics):
   limited      an operate token limited to the queue "other" (every job of the world is in another queue)
   limited_in   an operate token limited to the world's queues apitest and apitest.dead (the control of `limited`:
                inside its limits it may do what operate does, except on the routes spanning every queue)
+  task_limited an operate token limited to the task "other.task" (no queue limit): as `limited` unless the row
+               says otherwise (a queue filter is no way out of a task limit: narrowed, not refused)
   cross_site   the operate token, with `Origin: https://evil.example`
 Callers of the console's routes:
   anon         not logged in: a redirect to the login page
@@ -41,7 +43,7 @@ from jobconsole.models import BulkOperation, PeriodicSchedule
 from jobconsole_api.models import ApiToken
 
 API_CALLERS = ("anon_prod", "anon_run", "anon_remote", "submit", "submit_other", "read", "operate", "limited",
-               "limited_in", "cross_site")  # fmt: skip
+               "limited_in", "task_limited", "cross_site")  # fmt: skip
 CONSOLE_CALLERS = ("anon", "nobody", "viewer", "operator")
 
 LOGIN = "302 to the login page"
@@ -87,6 +89,7 @@ class World:
                 "cross_site": ("ops", "operate", {}),
                 "limited": ("limited-ops", "operate", {"queues": [LIMITED_QUEUE]}),
                 "limited_in": ("scoped-ops", "operate", {"queues": WORLD_QUEUES}),
+                "task_limited": ("task-ops", "operate", {"tasks": ["other.task"]}),
             }[caller]
             if caller == "cross_site":
                 self._plain[caller] = self.token("operate")
@@ -241,10 +244,13 @@ NO_ANON = {"anon_prod": 401, "anon_run": 401, "anon_remote": 401, "cross_site": 
 
 
 def v1(ok: int, *, submit: Expected, read: Expected, limited: Expected, submit_other: Expected | None = None,
-       operate: Expected | None = None, limited_in: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
-    """/api/v1: never anonymous. limited_in: as operate unless given (a route spanning every queue: 403)."""
+       operate: Expected | None = None, limited_in: Expected | None = None,
+       task_limited: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
+    """/api/v1: never anonymous. limited_in: as operate unless given (a route spanning every queue: 403);
+    task_limited: as limited unless given."""
     cells: dict[str, Expected] = {**NO_ANON, "submit": submit, "read": read, "operate": operate or ok,
-                                  "limited": limited, "limited_in": limited_in or operate or ok}  # fmt: skip
+                                  "limited": limited, "limited_in": limited_in or operate or ok,
+                                  "task_limited": task_limited or limited}  # fmt: skip
     if submit_other is not None:
         cells["submit_other"] = submit_other
     return cells
@@ -252,11 +258,12 @@ def v1(ok: int, *, submit: Expected, read: Expected, limited: Expected, submit_o
 
 def seed(ok: int, *, submit: Expected, read: Expected, limited: Expected, submit_other: Expected | None = None,
          anon_run: Expected | None = None, operate: Expected | None = None,
-         limited_in: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
+         limited_in: Expected | None = None, task_limited: Expected | None = None) -> dict[str, Expected]:  # fmt: skip
     """A seed route: anonymous callers only under `make run` from the loopback address, with full power."""
     cells: dict[str, Expected] = {
         "anon_prod": 401, "anon_run": anon_run or ok, "anon_remote": 401, "submit": submit, "read": read,
-        "operate": operate or ok, "limited": limited, "limited_in": limited_in or operate or ok, "cross_site": 403,
+        "operate": operate or ok, "limited": limited, "limited_in": limited_in or operate or ok,
+        "task_limited": task_limited or limited, "cross_site": 403,
     }  # fmt: skip
     if submit_other is not None:
         cells["submit_other"] = submit_other
@@ -322,7 +329,7 @@ def shows(
 
 
 OWNERS = ("submit", "read", "operate", "limited_in", "anon_run")  # who sees the submit token's jobs in a list
-OTHERS = ("submit_other", "limited")  # who must not
+OTHERS = ("submit_other", "limited", "task_limited")  # who must not
 
 
 def still_waiting(world: World, caller: str, response: Any) -> None:
@@ -376,8 +383,10 @@ ROWS: list[Row] = [
                                       key=UNIQUE_KEY),
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: a single-job route (by key)"),
     # --- /api/v1: queues, workers, flow ---
-    Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200),
+    Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200, task_limited=403),
         check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),
+    # A queue's pause or limit holds back every task of the queue: a task-limited token may not (as GET /queues,
+    # whose figures span every task, refuses it): 403.
     Row("POST", f"{V}/queues/<str:queue>/pause", send("POST", f"{V}/queues/apitest/pause", prepare=waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("POST", f"{V}/queues/<str:queue>/resume", send("POST", f"{V}/queues/apitest/resume", prepare=waiting),
@@ -408,17 +417,19 @@ ROWS: list[Row] = [
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
     Row("POST", f"{V}/dead-letters/resubmit",
         send("POST", f"{V}/dead-letters/resubmit", {"filter": {"queue": "apitest.dead"}}, dead),
-        v1(200, submit=403, read=403, limited=403), note="a filter naming a queue outside the limit: 403"),
+        v1(200, submit=403, read=403, limited=403, task_limited=200),
+        note="a filter naming a queue outside the limit: 403; a task limit narrows it"),
     Row("POST", f"{V}/dead-letters/purge",
         send("POST", f"{V}/dead-letters/purge", {"filter": {"queue": "apitest.dead"}}, dead),
-        v1(200, submit=403, read=403, limited=403)),
+        v1(200, submit=403, read=403, limited=403, task_limited=200)),
     Row("GET", f"{V}/operations/<str:operation_id>", get(lambda w: f"{V}/operations/{w.operation()}"),
         v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("POST", f"{V}/operations/<str:operation_id>/cancel",
         send("POST", lambda w: f"{V}/operations/{w.operation()}/cancel"),
         v1(200, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: figures ---
-    Row("GET", f"{V}/stats", get(f"{V}/stats"), v1(200, submit=403, read=200, limited=200, limited_in=403),
+    Row("GET", f"{V}/stats", get(f"{V}/stats"),
+        v1(200, submit=403, read=200, limited=200, limited_in=403, task_limited=403),
         note="a token of several queues must name one (?queue=): 403 (notes/authz-policy.md)"),
     Row("GET", f"{V}/series", get(f"{V}/series"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("GET", f"{V}/series/depth", get(f"{V}/series/depth"),
@@ -436,7 +447,8 @@ ROWS: list[Row] = [
     # --- /metrics (METRICS.ANONYMOUS_LOOPBACK off by default, and `make run` does not turn it on) ---
     Row("GET", "/metrics", get("/metrics"),
         {"anon_prod": 401, "anon_run": 401, "anon_remote": 401, "submit": 403, "read": 200, "operate": 200,
-         "limited": 403, "limited_in": 403, "cross_site": 200}, note="not a seed or /api/v1 route: no cross-site rule"),
+         "limited": 403, "limited_in": 403, "task_limited": 403, "cross_site": 200},
+        note="not a seed or /api/v1 route: no cross-site rule"),
     # --- seeds: Go scheduler, Jobber, Walrus, Runqueue ---
     Row("GET", "/health", get("/health"),
         {c: 200 for c in API_CALLERS if c != "submit_other"}, note="choice: a probe, open to every caller"),
@@ -473,7 +485,7 @@ ROWS: list[Row] = [
     # A job list of one queue (the queue is required): a submit token its own, a limited token 403 (the filter
     # names a queue outside its limit).
     Row("GET", "/jobbers/task-list", get("/jobbers/task-list", lambda w: w.queued_job(), queue="apitest"),
-        seed(200, submit=200, submit_other=200, read=200, limited=403), per_owner=True,
+        seed(200, submit=200, submit_other=200, read=200, limited=403, task_limited=200), per_owner=True,
         check=shows(lambda w: w.queued_job(), to=OWNERS, not_to=OTHERS)),
     Row("GET", "/jobbers/queues", get("/jobbers/queues", waiting), seed(200, submit=200, read=200, limited=200),
         check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),
@@ -489,13 +501,13 @@ ROWS: list[Row] = [
         check=shows(dead, to=OWNERS, not_to=OTHERS), note="a submit token's own dead tasks"),
     Row("POST", "/jobbers/dead-letter-queue/resubmit",
         send("POST", "/jobbers/dead-letter-queue/resubmit", {"queue": "apitest.dead"}, dead),
-        seed(200, submit=403, read=403, limited=403)),
+        seed(200, submit=403, read=403, limited=403, task_limited=200)),
     Row("GET", "/jobbers/dead-letter-queue/<str:task_id>/history",
         get(lambda w: f"/jobbers/dead-letter-queue/{dead(w)}/history"),
         seed(200, submit=200, submit_other=404, read=200, limited=404)),
     # choice: like task-list (a job list of one required queue), not like v1's aggregate /scheduled.
     Row("GET", "/jobbers/scheduled-tasks", get("/jobbers/scheduled-tasks", waiting, queue="apitest"),
-        seed(200, submit=200, submit_other=200, read=200, limited=403), per_owner=True,
+        seed(200, submit=200, submit_other=200, read=200, limited=403, task_limited=200), per_owner=True,
         check=shows(waiting, to=OWNERS, not_to=OTHERS), note="choice: a job list of one queue, like task-list"),
     # --- the console ---
     Row("GET", "/", get("/"), page()),
