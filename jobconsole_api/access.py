@@ -187,6 +187,13 @@ class Caller:
         if queue is not None and self.queue_limits and queue not in self.queue_limits:
             raise self._outside(f"The queue {queue!r}")
 
+    def check_queue_change(self, queue: str) -> None:
+        """403 for a change to a whole queue (pause, resume, its limit) outside the queue limits, or by a token
+        limited to tasks: the queue holds other tasks' jobs too, which the change would hold back."""
+        self.check_queue(queue)
+        if self.token is not None and self.task_limits:
+            raise self._outside(f"Changing the whole queue {queue!r} (it holds every task's jobs)")
+
     def check_task(self, task: str | None) -> None:
         """403 for a filter naming a task outside the limits."""
         if task is not None and self.task_limits and task not in self.task_limits:

@@ -105,7 +105,7 @@ def define_group(call: Call) -> Reply:
 def set_queue_limit(call: Call) -> Reply:
     """Cap the queue's running jobs across all workers, or lift the cap."""
     queue, limit = call.params["queue"], call.body["limit"]
-    call.caller.check_queue(queue)
+    call.caller.check_queue_change(queue)
     try:
         get_client().set_queue_limit(queue, limit)
     except InvalidJob as exc:

@@ -37,7 +37,7 @@ def _known(name: str) -> str:
 
 
 def _set_paused(call: Call, pause: bool) -> Reply:
-    call.caller.check_queue(call.params["queue"])
+    call.caller.check_queue_change(call.params["queue"])
     name = _known(call.params["queue"])
     client = get_client()
     changed = client.pause(name) if pause else client.resume(name)
