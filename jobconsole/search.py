@@ -14,8 +14,9 @@ cursor continues from there: each request's work stays bounded (a rare text in a
 per request), and nothing is skipped, the caller pages on into older jobs.
 
 Filters (a dict; each present key narrows): state, queue, task, id, unique_key (exact), text (inside the
-parameters, any case), after / before (aware datetimes: enqueued at or after / before), and `among`, a queryset
-of job ids the rows must be in (the API's submit-only tokens see their own jobs).
+parameters, any case), after / before (aware datetimes: enqueued at or after / before), `queues` / `tasks` (lists:
+the row's must be one of them; an API token's limits), and `among`, a queryset of job ids the rows must be in (the
+API's submit tokens see their own jobs).
 """
 
 import re
@@ -80,6 +81,10 @@ def matching(filters: dict[str, Any]) -> QuerySet[Job]:
         rows = rows.filter(enqueued_at__lt=filters["before"])
     if filters.get("since"):  # a text search's window edge (not a caller's filter)
         rows = rows.filter(enqueued_at__gte=filters["since"])
+    if filters.get("queues"):
+        rows = rows.filter(queue__in=filters["queues"])
+    if filters.get("tasks"):
+        rows = rows.filter(task__in=filters["tasks"])
     if filters.get("among") is not None:
         rows = rows.filter(id__in=filters["among"])
     return rows

@@ -1,4 +1,5 @@
-"""Bearer-token authentication for the API: `Authorization: Bearer <token>`, scoped submit or operate."""
+"""Bearer-token authentication for the API: `Authorization: Bearer <token>`, scoped read, submit or operate
+(what each may do: jobconsole_api/access.py). Puts the caller on the request for the routes' checks."""
 
 import functools
 from collections.abc import Callable
@@ -9,12 +10,12 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from jobconsole.conf import api_config
-from jobconsole_api.models import INCLUDES, ApiToken, hash_token
+from jobconsole_api.access import CHALLENGE, Caller, check_requirement, from_loopback
+from jobconsole_api.models import ApiToken, hash_token
 from jobconsole_api.problems import Problem
 
 # last_used_at is written at most this often per token, so reads do not each cost a database write.
 LAST_USED_EVERY = timedelta(minutes=1)
-CHALLENGE = 'Bearer realm="jobconsole"'
 
 
 def _unauthorized(detail: str, error: str = "invalid_token") -> Problem:
@@ -32,9 +33,9 @@ def bearer_token(request: HttpRequest) -> str | None:
 
 
 def authenticate(request: HttpRequest, scope: str) -> ApiToken:
-    """The caller's token, which allows `scope`: 401 without a valid one, 403 when its scope is too small."""
-    if scope not in INCLUDES:
-        raise ValueError(f"unknown scope {scope!r}")
+    """The caller's token, which meets `scope` (any, read, submit, operate): 401 without a valid one, 403 when
+    its scope is too small."""
+    check_requirement(scope)
     plain = bearer_token(request)
     if plain is None:
         raise Problem(
@@ -48,12 +49,7 @@ def authenticate(request: HttpRequest, scope: str) -> ApiToken:
         raise _unauthorized("The API token is not valid.")
     if not token.is_active:
         raise _unauthorized("The API token was revoked.")
-    if not token.allows(scope):
-        raise Problem(
-            403,
-            f"The token {token.prefix}… has the scope {token.scope!r}; this route needs {scope!r}.",
-            headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'},
-        )
+    Caller(token).require(scope)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
@@ -61,25 +57,36 @@ def authenticate(request: HttpRequest, scope: str) -> ApiToken:
     return token
 
 
+def seed_caller(request: HttpRequest, scope: str) -> Caller:
+    """A seed route's caller: its token, or, with API.ANONYMOUS_SEEDS on, nobody, when it sends no Authorization
+    header from the loopback address and no proxy forwarded it (anonymous access is the development stack's
+    switch: never an open door for other hosts). A token that is sent is always checked."""
+    if api_config()["ANONYMOUS_SEEDS"] and not request.META.get("HTTP_AUTHORIZATION"):
+        if not from_loopback(request):
+            raise Problem(
+                401,
+                "This route needs an API token: anonymous access (API.ANONYMOUS_SEEDS) answers only on loopback "
+                "(127.0.0.1 or ::1, not through a proxy). Send 'Authorization: Bearer <token>'.",
+                headers={"WWW-Authenticate": CHALLENGE},
+            )
+        return Caller(None)
+    return Caller(authenticate(request, scope))
+
+
 ViewFunction = Callable[..., HttpResponse]
 
 
 def token_required(scope: str, *, seed: bool = False) -> Callable[[ViewFunction], ViewFunction]:
-    """Authenticate before the view runs and put the token on `request.api_token` (None for an anonymous caller).
-    Put it below @api_view, which turns the 401/403 into responses. A seed route (seed=True) lets callers without
-    an Authorization header in when API.ANONYMOUS_SEEDS is on; a token they do send is still checked."""
-    if scope not in INCLUDES:
-        raise ValueError(f"unknown scope {scope!r}")
+    """Authenticate before the view runs and put the caller on the request (`request_caller`). Put it below
+    @api_view, which turns the 401/403 into responses. A seed route (seed=True) lets callers without an
+    Authorization header in when API.ANONYMOUS_SEEDS is on, from loopback only (seed_caller)."""
+    check_requirement(scope)
 
     def decorate(view: ViewFunction) -> ViewFunction:
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            token: ApiToken | None
-            if seed and api_config()["ANONYMOUS_SEEDS"] and not request.META.get("HTTP_AUTHORIZATION"):
-                token = None
-            else:
-                token = authenticate(request, scope)
-            request.api_token = token  # type: ignore[attr-defined]
+            caller = seed_caller(request, scope) if seed else Caller(authenticate(request, scope))
+            request.api_caller = caller  # type: ignore[attr-defined]
             return view(request, *args, **kwargs)
 
         return wrapper
@@ -87,13 +94,18 @@ def token_required(scope: str, *, seed: bool = False) -> Callable[[ViewFunction]
     return decorate
 
 
+def request_caller(request: HttpRequest) -> Caller:
+    """The caller @token_required put on the request."""
+    caller: Caller = request.api_caller  # type: ignore[attr-defined]
+    return caller
+
+
 def request_token(request: HttpRequest) -> ApiToken | None:
-    """The token @token_required put on the request (None: an anonymous seed caller)."""
-    token: ApiToken | None = getattr(request, "api_token", None)
-    return token
+    """The caller's token (None: an anonymous seed caller)."""
+    caller: Caller | None = getattr(request, "api_caller", None)
+    return caller.token if caller is not None else None
 
 
 def actor(request: HttpRequest) -> str:
     """How the audit log names the caller of an API route."""
-    token = request_token(request)
-    return token.actor if token is not None else "api:anonymous"
+    return request_caller(request).actor

@@ -1,5 +1,6 @@
-"""What the seed interfaces share: the view decorator that answers errors in each seed's own format, reading a
-seed's JSON body, submitting a job, and reading jobs back."""
+"""What the seed interfaces share: the view decorator that answers errors in each seed's own format (and applies
+the access policy, jobconsole_api/access.py), reading a seed's JSON body, submitting a job, and reading jobs
+back as the caller may see them."""
 
 import functools
 import logging
@@ -15,7 +16,8 @@ from jobconsole.core import Client
 from jobconsole.core.errors import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict, NotReplicated, RedisFull
 from jobconsole.core.job import Job
 from jobconsole.engine import get_client
-from jobconsole_api.auth import token_required
+from jobconsole_api.access import Caller, check_same_site
+from jobconsole_api.auth import request_caller, token_required
 from jobconsole_api.problems import Problem, problem_response, read_json_value, redis_unavailable
 
 log = logging.getLogger(__name__)
@@ -62,11 +64,13 @@ def as_problem(status: int, message: str) -> HttpResponse:
 def seed_view(
     methods: Iterable[str], *, scope: str | None, style: ErrorStyle, method_message: str | None = None
 ) -> Callable[[ViewFunction], ViewFunction]:
-    """A seed route: serves `methods` (405 with Allow otherwise), authenticates (`scope`: a token of that scope,
-    or nobody when API.ANONYMOUS_SEEDS is on; None: open, for health probes), and answers errors in the seed's
-    `style`: a SeedError and the engine's refusals (InvalidJob 400, JobNotFound 404, JobStateConflict and
-    DuplicateJob 409) as that seed did. Authentication, size and content-type refusals are problem+json (the
-    seeds had none of them), and so is Redis being unreachable or full: 503 with Retry-After."""
+    """A seed route: refuses cross-site requests (403, before anything is read; not health probes), serves
+    `methods` (405 with Allow otherwise), authenticates (`scope`: any, read, submit or operate, the token's scope
+    must meet it; nobody, from loopback only, when API.ANONYMOUS_SEEDS is on; None: open, for health probes), and
+    answers errors in the seed's `style`: a SeedError and the engine's refusals (InvalidJob 400, JobNotFound 404,
+    JobStateConflict and DuplicateJob 409) as that seed did. Authentication, authorization, size and content-type
+    refusals are problem+json (the seeds had none of them), and so is Redis being unreachable or full: 503 with
+    Retry-After."""
     allowed = [m.upper() for m in methods]
     if "GET" in allowed and "HEAD" not in allowed:
         allowed.append("HEAD")
@@ -76,6 +80,11 @@ def seed_view(
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if scope is not None:  # a health probe is open to every caller
+                try:
+                    check_same_site(request)
+                except Problem as problem:
+                    return problem_response(problem, request)
             if request.method not in allowed:
                 response = style(
                     405, method_message or f"Method {request.method} not allowed; use {', '.join(allowed)}"
@@ -165,10 +174,21 @@ def client() -> Client:
     return get_client()
 
 
-def submit(task: str, params: dict[str, Any], **options: Any) -> str:
-    """Enqueue a job of `task` and return its id. The engine refuses an unknown task and parameters its
-    signature does not take (InvalidJob, answered 400 by @seed_view); nothing is enqueued then."""
-    return client().enqueue(task, params, **options).id
+def caller(request: HttpRequest) -> Caller:
+    """Who calls this seed route (put on the request by @seed_view)."""
+    return request_caller(request)
+
+
+def submit(request: HttpRequest, task: str, params: dict[str, Any], **options: Any) -> str:
+    """Enqueue a job of `task` for the caller and return its id. Refused (403) outside the token's limits; the
+    engine refuses an unknown task and parameters its signature does not take (InvalidJob, answered 400 by
+    @seed_view); nothing is enqueued then."""
+    who = caller(request)
+    who.check_submit(task, options.get("queue"))
+    result = client().enqueue(task, params, **options)
+    if result.created:
+        who.remember([result.id])
+    return result.id
 
 
 def find_job(job_id: str, *, history: bool = False) -> Job | None:
@@ -177,6 +197,15 @@ def find_job(job_id: str, *, history: bool = False) -> Job | None:
         return client().get(job_id, history=history)
     except JobNotFound:
         return None
+
+
+def find_visible_job(request: HttpRequest, job_id: str, *, history: bool = False) -> Job | None:
+    """A job by id that the caller may see (inside its limits; a submit token's own), or None: another's job is
+    not found, as an unknown id, so that its existence cannot be probed."""
+    job = find_job(job_id, history=history)
+    if job is None or not caller(request).visible([job]):
+        return None
+    return job
 
 
 def iso(moment: datetime | None) -> str | None:

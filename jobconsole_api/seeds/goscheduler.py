@@ -18,7 +18,7 @@ PRIORITIES = ("high", "normal", "low")
 RETRY_AFTER = "5"
 
 
-def enqueue(body: dict[str, Any]) -> HttpResponse:
+def enqueue(request: HttpRequest, body: dict[str, Any]) -> HttpResponse:
     """Submit a Go scheduler body; 202 {"job_id"}."""
     job_type = body.get("type")
     if not isinstance(job_type, str) or not job_type.strip():
@@ -34,7 +34,7 @@ def enqueue(body: dict[str, Any]) -> HttpResponse:
         isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= MAX_RETRIES
     ):
         raise SeedError(400, f"{INVALID_BODY}\nmax_retries must be an integer from 0 to {MAX_RETRIES}")
-    job_id = submit(job_type.strip(), {"payload": payload}, priority=priority, max_retries=max_retries)
+    job_id = submit(request, job_type.strip(), {"payload": payload}, priority=priority, max_retries=max_retries)
     return JsonResponse({"job_id": job_id}, status=202)
 
 

@@ -5,7 +5,11 @@ A Jobbers task is a job of the registered task of that name: `parameters` are it
 against its signature at submission), `version` its registered version, `queue` a known queue (by default the
 task's own). Statuses are reported in Jobbers' words (core/states.py JOBBERS_STATUS), a running job whose lease
 ran out as "stalled". Error bodies are FastAPI's: {"detail": "..."}, and for a value of the wrong kind 422 with
-{"detail": [{"type", "loc", "msg", "input"}]}."""
+{"detail": [{"type", "loc", "msg", "input"}]}.
+
+Access (jobconsole_api/access.py): the read routes answer any token, a submit token seeing only the tasks it
+submitted (another's is "Task not found"); a submit token cancels its own tasks; resubmitting and setting a
+role's queues need operate. A token's queue and task limits narrow every list and refuse a filter outside them."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,13 +24,15 @@ from jobconsole.core.job import Job
 from jobconsole.core.queries import JobPage
 from jobconsole.core.roles import Roles, check_name
 from jobconsole.core.states import JOBBERS_STATUS, JobState
+from jobconsole_api.access import Caller
 from jobconsole_api.auth import actor
 from jobconsole_api.seeds.common import (
     SeedError,
     SeedResponse,
+    caller,
     client,
     fastapi_detail,
-    find_job,
+    find_visible_job,
     iso,
     read_body,
     seed_view,
@@ -159,10 +165,12 @@ def body_object(request: HttpRequest) -> dict[str, Any]:
 
 
 class Filter:
-    """The task_name / task_version / start filters of the list routes."""
+    """The task_name / task_version / start filters of the list routes (a task_name outside the caller's limits:
+    403)."""
 
     def __init__(self, request: HttpRequest) -> None:
         self.task_name = request.GET.get("task_name") or None
+        caller(request).check_task(self.task_name)
         self.task_version = query_int(request, "task_version", default=None, low=0, high=None)
         start = request.GET.get("start") or None
         self.start = ulid(start, ["query", "start"]) if start else None
@@ -175,14 +183,14 @@ class Filter:
         )
 
 
-def scan(pages: Callable[[str | None], JobPage], keep: Callable[[Job], bool], limit: int) -> list[Job]:
-    """The first `limit` jobs `keep` accepts, page by page, looking at SCAN_MAX jobs at most."""
+def scan(pages: Callable[[str | None], JobPage], keep: Callable[[Job], bool], limit: int, who: Caller) -> list[Job]:
+    """The first `limit` jobs `keep` accepts that `who` may see, page by page, looking at SCAN_MAX jobs at most."""
     found: list[Job] = []
     cursor: str | None = None
     seen = 0
     while True:
         page = pages(cursor)
-        found += [j for j in page.jobs if keep(j)]
+        found += who.visible([j for j in page.jobs if keep(j)])
         seen += len(page.jobs)
         if len(found) >= limit or page.next_cursor is None or seen >= SCAN_MAX:
             return found[:limit]
@@ -190,16 +198,19 @@ def scan(pages: Callable[[str | None], JobPage], keep: Callable[[Job], bool], li
 
 
 def required_queue(request: HttpRequest) -> str:
+    """The `queue` parameter (403 when outside the caller's limits)."""
     queue = request.GET.get("queue")
     if queue is None:
         raise unprocessable(["query", "queue"], "Field required")
-    return name_value(queue, ["query", "queue"], "queue")
+    queue = name_value(queue, ["query", "queue"], "queue")
+    caller(request).check_queue(queue)
+    return queue
 
 
 # --- routes ----------------------------------------------------------------------------------------------------
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def root(request: HttpRequest) -> HttpResponse:
     """GET /: the registered tasks as [name, version] pairs (this process's registry; Redis is asked first, as a
     client that reads this as "the service is up" must not be told so while nothing could be submitted)."""
@@ -233,13 +244,19 @@ def submit_task(request: HttpRequest) -> HttpResponse:
     queue = body.get("queue")
     if queue is not None:
         queue = name_value(queue, ["body", "queue"], "queue")
-        if queue != task.queue and queue not in known_queues():
-            raise SeedError(400, f"Unknown queue {queue}")
+    who = caller(request)
+    who.check_submit(name, queue)  # before anything else is told about the queue
+    if queue is not None and queue != task.queue and queue not in known_queues():
+        raise SeedError(400, f"Unknown queue {queue}")
     try:
         result = c.enqueue(name, parameters, id=job_id, queue=queue)
     except InvalidJob as exc:
         raise SeedError(400, f"Invalid parameters for {name} v{task.version}: {exc}") from None
+    if result.created:
+        who.remember([result.id])
     job = c.get(result.id, result.queue, history=False)
+    if not result.created and not who.visible([job]):  # the id is another's job: tell nothing of it
+        raise SeedError(409, f"Task id {result.id} is already used by another task")
     return JsonResponse({"message": "Task submitted successfully", "task": summaries([job])[0]})
 
 
@@ -249,10 +266,10 @@ def known_queues() -> set[str]:
     return set(c.queries.queues()) | {q for queues in roles.values() for q in queues}
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
     """GET /task-status/{id}: the task's summary; 404 {"detail": "Task not found"}."""
-    job = find_job(ulid(task_id, ["path", "task_id"]))
+    job = find_visible_job(request, ulid(task_id, ["path", "task_id"]))
     if job is None:
         raise SeedError(404, TASK_NOT_FOUND)
     return JsonResponse(summaries([job])[0])
@@ -260,14 +277,17 @@ def task_status(request: HttpRequest, task_id: str) -> HttpResponse:
 
 def _cancel(request: HttpRequest, job_id: str) -> Job:
     """Cancel a waiting job at once, or ask a running one to stop (the console's action, audited under the
-    caller's name); raises the engine's refusal: JobNotFound, JobStateConflict."""
+    caller's name); raises the engine's refusal: JobNotFound (also for a job the caller may not see),
+    JobStateConflict."""
+    if find_visible_job(request, job_id) is None:
+        raise JobNotFound(job_id)
     outcome = actions.cancel(actor(request), job_id, "Jobbers API")
     if outcome.refusal is not None:
         raise outcome.refusal
     return client().get(job_id, history=False)
 
 
-@view(["POST"], scope="operate", style=fastapi_detail)
+@view(["POST"], scope="submit", style=fastapi_detail)
 def cancel_task(request: HttpRequest, task_id: str) -> HttpResponse:
     """POST /task/{id}/cancel: 200 {"message", "task"}; 404 unknown; 409 when it has already ended."""
     try:
@@ -288,7 +308,7 @@ def _id_list(body: dict[str, Any], field: str) -> list[str]:
     return ids
 
 
-@view(["POST"], scope="operate", style=fastapi_detail)
+@view(["POST"], scope="submit", style=fastapi_detail)
 def cancel_tasks(request: HttpRequest) -> HttpResponse:
     """POST /tasks/cancel {task_ids}: one result per id: cancellation_requested, not_found or error."""
     results: list[dict[str, Any]] = []
@@ -304,7 +324,7 @@ def cancel_tasks(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"results": results})
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def task_list(request: HttpRequest) -> HttpResponse:
     """GET /task-list?queue=&limit=&start=&order_by=&task_name=&task_version=: the tasks waiting in the queue."""
     queue = required_queue(request)
@@ -314,7 +334,11 @@ def task_list(request: HttpRequest) -> HttpResponse:
         raise unprocessable(["query", "order_by"], "Input should be 'submitted_at' or 'task_id'", order_by)
     keep = Filter(request).keep
     queries = client().queries
-    jobs = scan(lambda cursor: queries.jobs(queue, JobState.QUEUED, cursor=cursor, limit=PAGE), keep, limit or 1)
+
+    def pages(cursor: str | None) -> JobPage:
+        return queries.jobs(queue, JobState.QUEUED, cursor=cursor, limit=PAGE)
+
+    jobs = scan(pages, keep, limit or 1, caller(request))
     if order_by == "task_id":
         jobs.sort(key=lambda j: j.id)
     else:
@@ -325,19 +349,21 @@ def task_list(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"tasks": [full(j) for j in jobs]})
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def all_queues(request: HttpRequest) -> HttpResponse:
-    """GET /queues: every queue (the roles' and every queue a job or worker used)."""
-    return JsonResponse({"queues": sorted(known_queues())})
+    """GET /queues: every queue (the roles' and every queue a job or worker used; a token limited to queues:
+    those)."""
+    return JsonResponse({"queues": sorted(caller(request).visible_queues(known_queues()))})
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def _role_queues_get(request: HttpRequest, role: str) -> HttpResponse:
     return JsonResponse({"queues": Roles(client().redis).queues(name_value(role, ["path", "role"], "role"))})
 
 
 @view(["POST"], scope="operate", style=fastapi_detail)
 def _role_queues_set(request: HttpRequest, role: str) -> HttpResponse:
+    caller(request).check_unlimited("A role's queues span every queue")
     role = name_value(role, ["path", "role"], "role")
     body = json_body(request)
     if not isinstance(body, list):
@@ -356,41 +382,42 @@ def role_queues(request: HttpRequest, role: str) -> HttpResponse:
     return (_role_queues_set if request.method == "POST" else _role_queues_get)(request, role)
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def roles(request: HttpRequest) -> HttpResponse:
     """GET /roles: every role that has queues."""
     return JsonResponse({"roles": list(Roles(client().redis).all())})
 
 
-def _dead(queue: str | None, keep: Callable[[Job], bool], limit: int) -> list[Job]:
-    """Dead jobs (newest first per queue, then all of them by when they died), at most `limit`."""
+def _dead(queue: str | None, keep: Callable[[Job], bool], limit: int, who: Caller) -> list[Job]:
+    """Dead jobs `who` may see (newest first per queue, then all of them by when they died), at most `limit`."""
     queries = client().queries
-    queues = [queue] if queue is not None else queries.queues()
+    who.check_queue(queue)
+    queues = [queue] if queue is not None else who.visible_queues(queries.queues())
     found: list[Job] = []
     for name in queues:
 
         def pages(cursor: str | None, name: str = name) -> JobPage:
             return queries.jobs(name, JobState.DEAD, cursor=cursor, limit=PAGE)
 
-        found += scan(pages, keep, limit)
+        found += scan(pages, keep, limit, who)
     found.sort(key=lambda j: j.finished_at.timestamp() if j.finished_at else 0.0, reverse=True)
     return found[:limit]
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def dead_letter_queue(request: HttpRequest) -> HttpResponse:
     """GET /dead-letter-queue?queue=&task_name=&task_version=&limit= (100, at most 1000)."""
     queue = request.GET.get("queue")
     queue = name_value(queue, ["query", "queue"], "queue") if queue else None
     limit = query_int(request, "limit", default=DLQ_LIMIT[0], low=1, high=DLQ_LIMIT[1]) or 1
-    return JsonResponse({"tasks": summaries(_dead(queue, Filter(request).keep, limit))})
+    return JsonResponse({"tasks": summaries(_dead(queue, Filter(request).keep, limit, caller(request)))})
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def dead_letter_history(request: HttpRequest, task_id: str) -> HttpResponse:
     """GET /dead-letter-queue/{id}/history: every failed attempt, oldest first, with its times (the seed's
     entries had none)."""
-    job = find_job(ulid(task_id, ["path", "task_id"]), history=True)
+    job = find_visible_job(request, ulid(task_id, ["path", "task_id"]), history=True)
     if job is None:
         raise SeedError(404, TASK_NOT_FOUND)
     history = [
@@ -424,19 +451,21 @@ def dead_letter_resubmit(request: HttpRequest) -> HttpResponse:
     queue, task_name, version = body.get("queue"), body.get("task_name"), body.get("task_version")
     if body.get("task_ids") is not None:
         ids = [ulid(i, ["body", "task_ids", n]) for n, i in enumerate(_id_list(body, "task_ids"))]
-        jobs = [j for j in (find_job(i) for i in dict.fromkeys(ids)) if j is not None and j.state is JobState.DEAD]
+        found = (find_visible_job(request, i) for i in dict.fromkeys(ids))
+        jobs = [j for j in found if j is not None and j.state is JobState.DEAD]
     elif queue or task_name or version is not None:
         if queue:
             queue = name_value(queue, ["body", "queue"], "queue")
         if task_name is not None and not isinstance(task_name, str):
             raise unprocessable(["body", "task_name"], "Input should be a valid string", task_name)
+        caller(request).check_task(task_name or None)
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             raise unprocessable(["body", "task_version"], "Input should be a valid integer", version)
 
         def keep(job: Job) -> bool:
             return (not task_name or job.task == task_name) and (version is None or job.version == version)
 
-        jobs = _dead(queue or None, keep, limit)
+        jobs = _dead(queue or None, keep, limit, caller(request))
     else:
         raise SeedError(400, RESUBMIT_CRITERIA)
     c = client()
@@ -454,7 +483,7 @@ def dead_letter_resubmit(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"resubmitted": len(done), "tasks": summaries(fresh)})
 
 
-@view(["GET"], scope="submit", style=fastapi_detail)
+@view(["GET"], scope="any", style=fastapi_detail)
 def scheduled_tasks(request: HttpRequest) -> HttpResponse:
     """GET /scheduled-tasks?queue=&limit=&start=&task_name=&task_version=: delayed jobs and retries waiting for
     their backoff, soonest due first."""
@@ -466,4 +495,4 @@ def scheduled_tasks(request: HttpRequest) -> HttpResponse:
         page = queries.timed_jobs("scheduled", [queue], cursor=cursor, limit=PAGE)
         return JobPage([t.job for t in page.jobs], page.next_cursor)
 
-    return JsonResponse({"tasks": summaries(scan(pages, Filter(request).keep, limit))})
+    return JsonResponse({"tasks": summaries(scan(pages, Filter(request).keep, limit, caller(request)))})

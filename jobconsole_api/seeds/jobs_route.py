@@ -17,8 +17,8 @@ ALLOWED = "GET, HEAD, POST"
 def _submit(request: HttpRequest) -> HttpResponse:
     body = read_object(request, goscheduler.INVALID_BODY)
     if "jobType" in body:
-        return jobber.variant(body)
-    return goscheduler.enqueue(body)
+        return jobber.variant(request, body)
+    return goscheduler.enqueue(request, body)
 
 
 @csrf_exempt

@@ -11,7 +11,7 @@ from jobconsole import health, service_health
 from jobconsole.core import runqueue
 from jobconsole.core.errors import DuplicateJob, InvalidJob
 from jobconsole_api.problems import Problem
-from jobconsole_api.seeds.common import as_problem, client, iso, read_object, seed_view
+from jobconsole_api.seeds.common import as_problem, caller, client, iso, read_object, seed_view
 
 FIELDS = {"topic", "json", "priority", "run_at", "unique_key"}
 
@@ -30,6 +30,8 @@ def add_job(request: HttpRequest) -> HttpResponse:
     unique_key = body.get("unique_key")
     if unique_key is not None and not isinstance(unique_key, str):
         raise Problem(422, "unique_key must be a string")
+    who = caller(request)
+    who.check_submit(topic)
     c = client()
     try:
         result = runqueue.add_job(
@@ -39,6 +41,8 @@ def add_job(request: HttpRequest) -> HttpResponse:
         raise Problem(409, str(exc), job_id=exc.job_id, unique_key=exc.unique_key) from None
     except InvalidJob as exc:
         raise Problem(422, str(exc)) from None
+    if result.created:
+        who.remember([result.id])
     job = c.get(result.id, result.queue, history=False)
     return JsonResponse(_job(job), status=201)
 
@@ -51,7 +55,7 @@ def _job(job: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@seed_view(["GET"], scope="submit", style=as_problem)
+@seed_view(["GET"], scope="any", style=as_problem)
 def health_check(request: HttpRequest) -> HttpResponse:
     """GET /runqueue/health: {status: g|y|r, details: {delays, retries, failures, failure_rates}, reasons,
     findings, at}. The status is the worse of the queues' rules (health.py; thresholds: the HEALTH settings, per

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 from jobconsole.actions import Outcome
 from jobconsole.conf import api_config
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict
-from jobconsole_api.models import SubmittedJob
+from jobconsole.engine import get_client
+from jobconsole.models import Job as JobRow
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1.routing import Call, Param, Response
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, integer, obj, string
@@ -44,7 +45,9 @@ def page_of(item: Schema) -> Schema:
 
 REASON = string("why (kept in the audit log)", maxLength=MAX_REASON)
 MESSAGE = obj({"id": string(), "message": string()}, ("id", "message"))
-NOT_FOUND = Response("No such job (or, for a submit-only token, not one of its own).")
+NOT_FOUND = Response(
+    "No such job (or not one this token may see: outside its limits, or, for a submit token, not one of its own)."
+)
 CONFLICT = Response("The job is not in a state that allows this (it moved on); nothing was changed.")
 
 
@@ -60,9 +63,35 @@ def refusal(outcome: Outcome) -> Problem:
     return Problem(409, outcome.message)
 
 
+def job_place(job_id: str) -> tuple[str, str] | None:
+    """A job's (queue, task): from Redis, or, once Redis dropped it, from the database; None when neither has it."""
+    try:
+        job = get_client().get(job_id, history=False)
+    except JobNotFound:
+        row: tuple[str, str] | None = JobRow.objects.filter(id=job_id).values_list("queue", "task").first()
+        return row
+    return job.queue, job.task
+
+
 def may_see(call: Call, job_id: str) -> bool:
-    """An operate token sees every job; a submit-only token the jobs it submitted."""
-    return call.operates or SubmittedJob.objects.filter(job_id=job_id, token=call.token).exists()
+    """Whether the job is there for the caller (jobconsole_api/access.py): a read or operate token sees every job
+    inside its limits, a submit token the jobs it submitted. An unknown id: False for a token that needs to look
+    (the handler's own 404 otherwise)."""
+    caller = call.caller
+    if not caller.may_read_all and not caller.owned([job_id]):
+        return False
+    if not caller.limited:
+        return True
+    place = job_place(job_id)
+    return place is not None and caller.within(*place)
+
+
+def visible_job(call: Call, job_id: str) -> str:
+    """The job id, upper-cased, once the caller may see the job; else the 404 of an unknown id."""
+    job_id = job_id.upper()
+    if not may_see(call, job_id):
+        raise no_job(job_id)
+    return job_id
 
 
 def no_job(job_id: str) -> Problem:

@@ -21,12 +21,14 @@ from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
 from jobconsole_api.v1.common import (
     DEAD_LETTER_CURSOR,
+    NOT_FOUND,
     REASON,
     decode_cursor,
     encode_cursor,
     job_id_param,
     no_job,
     paging,
+    visible_job,
 )
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, array, boolean, obj, ref, string
@@ -58,21 +60,36 @@ def _selection(ids: list[str] | None, filters: dict[str, Any]) -> Selection:
         raise Problem(422, str(exc)) from None
 
 
+def _within_limits(call: Call, rows: QuerySet[DeadLetter], filters: dict[str, Any]) -> QuerySet[DeadLetter]:
+    """The dead letters inside the token's limits; a `queue` or `task` filter outside them is a 403."""
+    caller = call.caller
+    caller.check_queue(filters.get("queue"))
+    caller.check_task(filters.get("task"))
+    if caller.queue_limits:
+        rows = rows.filter(queue__in=sorted(caller.queue_limits))
+    if caller.task_limits:
+        rows = rows.filter(task__in=sorted(caller.task_limits))
+    return rows
+
+
 @operation(
     "GET", "/dead-letters", operation_id="list_dead_letters", summary="List dead letters", tag="dead letters",
     params=(*(Param(name, schema) for name, schema in FILTER_FIELDS.items()),
             *paging(DEAD_LETTER_CURSOR, "its death time in microseconds since the epoch ~ its row number")),
     database_only=True,
+    scope="read",
     responses={200: Response("A page of dead letters, newest first.", obj(
         {"items": array(ref("DeadLetter")), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor")))},
 )  # fmt: skip
 def list_dead_letters(call: Call) -> Reply:
-    """Every death of a job, newest first, filtered as on the console's dead-letters page."""
+    """Every death of a job, newest first, filtered as on the console's dead-letters page (for a limited token:
+    inside its limits)."""
     filters = {k: v for k, v in call.params.items() if k not in ("limit", "cursor")}
     try:
         rows: QuerySet[DeadLetter] = matching(parse_selection("deadletter", filters))
     except SelectionError as exc:
         raise Problem(400, str(exc)) from None
+    rows = _within_limits(call, rows, filters)
     if cursor := call.params.get("cursor"):
         at, last = decode_cursor(cursor)
         rows = rows.filter(Q(died_at__lt=at) | Q(died_at=at, pk__lt=last))
@@ -87,14 +104,15 @@ def list_dead_letters(call: Call) -> Reply:
 
 @operation(
     "GET", "/dead-letters/{job_id}/history", operation_id="dead_letter_history", summary="A job's attempts",
-    tag="dead letters", params=(job_id_param(),),
+    tag="dead letters", params=(job_id_param(),), scope="any",
     responses={200: Response("Every attempt, oldest first, with its times; and each death.", obj(
         {"job_id": string(), "attempts": array(ref("Attempt")), "deaths": array(ref("DeadLetter"))},
-        ("job_id", "attempts", "deaths"))), 404: Response("No such job.")},
+        ("job_id", "attempts", "deaths"))), 404: NOT_FOUND},
 )  # fmt: skip
 def history(call: Call) -> Reply:
-    """Every attempt of the job (from Redis while it holds the job, else from the database) and every death."""
-    job_id = call.params["job_id"].upper()
+    """Every attempt of the job (from Redis while it holds the job, else from the database) and every death. A
+    submit token reads only the jobs it submitted."""
+    job_id = visible_job(call, call.params["job_id"])
     deaths = [shapes.dead_letter(d) for d in DeadLetter.objects.filter(job_id=job_id).order_by("died_at", "pk")]
     try:
         attempts = [shapes.attempt(a) for a in get_client().get(job_id).history]
@@ -135,9 +153,12 @@ BULK_RESPONSES = {
 }  # fmt: skip
 
 
-def _chosen(call: Call) -> Selection:
-    body = call.body  # the schema makes it `ids` or `filter`, one of them
-    return _selection(body.get("ids"), body.get("filter") or {})
+def _chosen(call: Call) -> tuple[Selection, QuerySet[DeadLetter]]:
+    """The selection the body names (the schema makes it `ids` or `filter`, one of them) and its dead letters
+    inside the token's limits."""
+    body = call.body
+    selection = _selection(body.get("ids"), body.get("filter") or {})
+    return selection, _within_limits(call, matching(selection), body.get("filter") or {})
 
 
 def _in_background(call: Call, kind: str, rows: QuerySet[Any], selection: Selection, **options: Any) -> Reply:
@@ -170,9 +191,9 @@ def _batch(
 def resubmit(call: Call) -> Reply:
     """Queue the jobs again (history kept), each only if it is still dead with the attempt count of the death
     (compare-and-set). Only open dead letters (not resubmitted) are taken."""
-    selection = _chosen(call)
+    selection, letters_inside = _chosen(call)
     reset = bool(call.body.get("reset_attempts", False))
-    rows = matching(selection).filter(resubmitted_at__isnull=True)
+    rows = letters_inside.filter(resubmitted_at__isnull=True)
     if rows.count() > api_config()["BULK_THRESHOLD"]:
         return _in_background(call, "resubmit_deadletters", rows, selection, reset_attempts=reset, spread_seconds=0)
     letters = list(rows.order_by("pk").values_list("job_id", "queue", "attempts"))
@@ -192,8 +213,7 @@ def resubmit(call: Call) -> Reply:
 )  # fmt: skip
 def purge(call: Call) -> Reply:
     """Delete the jobs and their history from Redis and the database, each only while it is still dead."""
-    selection = _chosen(call)
-    rows = matching(selection)
+    selection, rows = _chosen(call)
     if rows.count() > api_config()["BULK_THRESHOLD"]:
         return _in_background(call, "purge_deadletters", rows, selection)
     letters = list(rows.order_by("pk").values_list("job_id", "queue", "attempts"))

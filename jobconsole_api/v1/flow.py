@@ -52,11 +52,13 @@ def _flow() -> dict[str, Any]:
 
 @operation(
     "GET", "/flow", operation_id="get_flow_control", summary="Concurrency groups and queue limits", tag="flow",
+    scope="read",
     responses={200: Response("Every group with its slots held and jobs waiting; every queue limit.", FLOW)},
 )  # fmt: skip
 def get_flow(call: Call) -> Reply:
     """Every concurrency group (its limits, slots held, starts in the rate window, jobs waiting by queue) and
-    every queue limit with the jobs running under it."""
+    every queue limit with the jobs running under it. Not for a limited token (it shows every queue)."""
+    call.caller.check_unlimited()
     return Reply(200, _flow())
 
 
@@ -85,7 +87,8 @@ RATE: Schema = {"type": "array", "prefixItems": [COUNT, UNIT], "minItems": 2, "m
 )  # fmt: skip
 def define_group(call: Call) -> Reply:
     """Set a group's limits now (workers read them at every slot they take); settings override it at a
-    worker's next start."""
+    worker's next start. Not for a limited token (a group spans every queue)."""
+    call.caller.check_unlimited("A concurrency group spans every queue")
     name = call.params["group"]
     spec = {k: v for k, v in call.body.items() if k in ("connections", "requests")}
     try:
@@ -112,6 +115,7 @@ def define_group(call: Call) -> Reply:
 def set_queue_limit(call: Call) -> Reply:
     """Cap the queue's running jobs across all workers, or lift the cap."""
     queue, limit = call.params["queue"], call.body["limit"]
+    call.caller.check_queue_change(queue)
     try:
         get_client().set_queue_limit(queue, limit)
     except InvalidJob as exc:

@@ -27,7 +27,6 @@ from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
 from jobconsole.core.timing import MAX_DELAY_SECONDS
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
-from jobconsole_api.models import SubmittedJob
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
 from jobconsole_api.v1.common import (
@@ -36,10 +35,10 @@ from jobconsole_api.v1.common import (
     NOT_FOUND,
     REASON,
     job_id_param,
-    may_see,
     no_job,
     paging,
     refusal,
+    visible_job,
 )
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
 from jobconsole_api.v1.schema import (
@@ -160,19 +159,16 @@ def _same_job(existing: Any, spec: JobSpec) -> bool:
 
 
 def _remember(call: Call, job_ids: list[str]) -> None:
-    """Record the jobs a submit-only token submitted: the ones it may read. (An operate token reads every job,
-    so its submissions cost no database write.)"""
-    if call.operates or not job_ids:
-        return
-    SubmittedJob.objects.bulk_create(
-        [SubmittedJob(job_id=job_id, token=call.token) for job_id in job_ids], ignore_conflicts=True
-    )
+    """Record the jobs a submit token submitted: the ones it may see and change."""
+    call.caller.remember(job_ids)
 
 
 SUBMIT_RESPONSES = {
     201: Response("Enqueued.", ref("Submitted")),
     200: Response("Nothing new: this id was submitted before, or the unique key is held by a live job.",
                   ref("Submitted")),
+    403: Response("The task or its queue is outside the token's limits (or the scope is not submit); nothing was "
+                  "enqueued."),
     409: Response("The id was used before for another task or other parameters."),
     422: Response("Refused: an unknown task or queue, parameters its signature does not take, or a wrong value; "
                   "or the Idempotency-Key was used before with another body."),
@@ -186,6 +182,7 @@ SUBMIT_RESPONSES = {
 def submit(call: Call) -> Reply:
     """Enqueue one job. Send an `id` of your own (a ULID) or an `Idempotency-Key` header to make a retried request
     harmless: the same id answers 200 with status `exists`."""
+    call.caller.check_submit(call.body["task"], call.body.get("queue"))
     spec = _spec(call.body)
     client = get_client()
     try:
@@ -214,6 +211,7 @@ def submit(call: Call) -> Reply:
         201: Response("Every valid job enqueued (status per job).",
                       obj({"jobs": array(ref("Submitted"))}, ("jobs",))),
         200: Response("Nothing new: every job was there already.", obj({"jobs": array(ref("Submitted"))}, ("jobs",))),
+        403: Response("A job's task or queue is outside the token's limits; nothing was enqueued."),
         422: Response("Some job is not valid: the errors name each (jobs[3].task...); nothing was enqueued. Or the "
                       "Idempotency-Key was used before with another body."),
     },
@@ -221,6 +219,11 @@ def submit(call: Call) -> Reply:
 def submit_batch(call: Call) -> Reply:
     """Enqueue up to API.MAX_BATCH jobs in one request. Every job is checked first: if any is refused, none is
     enqueued and the errors name each one."""
+    for index, body in enumerate(call.body["jobs"]):
+        try:
+            call.caller.check_submit(body["task"], body.get("queue"))
+        except Problem as problem:
+            raise Problem(403, f"jobs[{index}]: {problem.detail} Nothing in the batch was enqueued.") from None
     specs: list[JobSpec] = []
     errors: list[dict[str, str]] = []
     known_queues = cache(_known_queues)  # read once per batch, and only if a job names a queue
@@ -256,14 +259,13 @@ def submit_batch(call: Call) -> Reply:
 
 
 @operation(
-    "GET", "/jobs/{job_id}", operation_id="get_job", summary="Get a job", tag="jobs", scope="submit",
+    "GET", "/jobs/{job_id}", operation_id="get_job", summary="Get a job", tag="jobs", scope="any",
     params=(job_id_param(),), responses={200: Response("The job, with every attempt.", ref("Job")), 404: NOT_FOUND},
 )  # fmt: skip
 def get_job(call: Call) -> Reply:
-    """The job as Redis holds it now, or, once Redis has dropped it (retention), as the database kept it."""
-    job_id = call.params["job_id"].upper()
-    if not may_see(call, job_id):
-        raise no_job(job_id)
+    """The job as Redis holds it now, or, once Redis has dropped it (retention), as the database kept it. A
+    submit token sees only the jobs it submitted; a limited token only those inside its limits."""
+    job_id = visible_job(call, call.params["job_id"])
     try:
         return Reply(200, shapes.live_job(get_client().get(job_id)))
     except JobNotFound:
@@ -282,7 +284,7 @@ SEARCHED_BACK_TO = (
 
 
 @operation(
-    "GET", "/jobs", operation_id="search_jobs", summary="Search jobs", tag="jobs", scope="submit",
+    "GET", "/jobs", operation_id="search_jobs", summary="Search jobs", tag="jobs", scope="any",
     params=(
         Param("state", string(enum=STATES)),
         Param("queue", string(pattern=NAME_PATTERN)),
@@ -303,15 +305,23 @@ SEARCHED_BACK_TO = (
 )  # fmt: skip
 def search_jobs(call: Call) -> Reply:
     """The console's job search over the database mirror (what the mirror has copied: a job submitted a moment
-    ago may not be listed yet; GET /jobs/{id} reads Redis). A submit-only token finds only its own jobs."""
+    ago may not be listed yet; GET /jobs/{id} reads Redis). A submit token finds only its own jobs; a limited
+    token only jobs inside its limits (a `queue` or `task` outside them: 403)."""
     filters: dict[str, Any] = {k: v for k, v in call.params.items() if k not in ("limit", "cursor")}
     if "id" in filters:
         filters["id"] = filters["id"].upper()
     for name in ("after", "before"):
         if name in filters:
             filters[name] = parse_datetime(filters[name])
-    if not call.operates:
-        filters["among"] = SubmittedJob.objects.filter(token=call.token).values("job_id")
+    caller = call.caller
+    caller.check_queue(filters.get("queue"))
+    caller.check_task(filters.get("task"))
+    if caller.queue_limits and "queue" not in filters:
+        filters["queues"] = sorted(caller.queue_limits)
+    if caller.task_limits and "task" not in filters:
+        filters["tasks"] = sorted(caller.task_limits)
+    if not caller.may_read_all:
+        filters["among"] = call.token.jobs.values("job_id")
     try:
         found = search.page(filters, call.params.get("cursor"), call.params["limit"])
     except search.BadCursor:
@@ -333,12 +343,13 @@ def _act(call: Call, outcome: actions.Outcome) -> Reply:
 
 
 @operation(
-    "POST", "/jobs/{job_id}/cancel", operation_id="cancel_job", summary="Cancel a job", tag="jobs",
+    "POST", "/jobs/{job_id}/cancel", operation_id="cancel_job", summary="Cancel a job", tag="jobs", scope="submit",
     params=(job_id_param(),), body=ACTION_BODY, body_required=False, responses=ACTION_RESPONSES,
 )  # fmt: skip
 def cancel(call: Call) -> Reply:
-    """Cancel a waiting job, or ask a running one to stop (it ends as cancelled at its next heartbeat)."""
-    return _act(call, actions.cancel(call.actor, call.params["job_id"].upper(), call.body.get("reason", "")))
+    """Cancel a waiting job, or ask a running one to stop (it ends as cancelled at its next heartbeat). A submit
+    token cancels only the jobs it submitted."""
+    return _act(call, actions.cancel(call.actor, visible_job(call, call.params["job_id"]), call.body.get("reason", "")))
 
 
 @operation(
@@ -348,7 +359,7 @@ def cancel(call: Call) -> Reply:
 def retry(call: Call) -> Reply:
     """Run a waiting job now, or bring back a dead, failed, dropped or cancelled one (its history is kept)."""
     body = call.body
-    return _act(call, actions.retry(call.actor, call.params["job_id"].upper(), body.get("reason", ""),
+    return _act(call, actions.retry(call.actor, visible_job(call, call.params["job_id"]), body.get("reason", ""),
                                     reset_attempts=body.get("reset_attempts", False)))  # fmt: skip
 
 
@@ -359,16 +370,19 @@ def retry(call: Call) -> Reply:
 def recover(call: Call) -> Reply:
     """Requeue a running job whose lease ran out (what the recoverer would do at its next pass). Refused (409)
     while its lease is valid: its worker may still be running it."""
-    return _act(call, actions.recover(call.actor, call.params["job_id"].upper(), call.body.get("reason", "")))
+    return _act(
+        call, actions.recover(call.actor, visible_job(call, call.params["job_id"]), call.body.get("reason", ""))
+    )
 
 
 @operation(
-    "DELETE", "/jobs/{job_id}", operation_id="delete_job", summary="Delete a job", tag="jobs",
+    "DELETE", "/jobs/{job_id}", operation_id="delete_job", summary="Delete a job", tag="jobs", scope="submit",
     params=(job_id_param(),), body=ACTION_BODY, body_required=False, responses=ACTION_RESPONSES,
 )  # fmt: skip
 def delete(call: Call) -> Reply:
-    """Delete a job that is not running, with its history, from Redis and the database."""
-    return _act(call, actions.delete(call.actor, call.params["job_id"].upper(), call.body.get("reason", "")))
+    """Delete a job that is not running, with its history, from Redis and the database. A submit token deletes
+    only the jobs it submitted."""
+    return _act(call, actions.delete(call.actor, visible_job(call, call.params["job_id"]), call.body.get("reason", "")))
 
 
 WAITING = [JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value]
@@ -392,15 +406,16 @@ EDIT_BODY = obj(
 
 
 @operation(
-    "PATCH", "/jobs/{job_id}", operation_id="edit_job", summary="Edit a waiting job", tag="jobs",
+    "PATCH", "/jobs/{job_id}", operation_id="edit_job", summary="Edit a waiting job", tag="jobs", scope="submit",
     params=(job_id_param(),), body=EDIT_BODY,
     responses={200: Response("Changed; the job as it is now.", ref("Job")), 404: NOT_FOUND,
                409: Response("The job moved on (another state or attempt count); nothing was changed."),
                422: Response("Nothing to change, or a value the task refuses.")},
 )  # fmt: skip
 def edit(call: Call) -> Reply:
-    """Change a waiting job's parameters, priority or run-at, as the console's edit does (compare-and-set)."""
-    job_id = call.params["job_id"].upper()
+    """Change a waiting job's parameters, priority or run-at, as the console's edit does (compare-and-set). A
+    submit token edits only the jobs it submitted."""
+    job_id = visible_job(call, call.params["job_id"])
     body = call.body
     changes: dict[str, Any] = {k: body[k] for k in ("params", "priority") if k in body}
     if "run_at" in body:

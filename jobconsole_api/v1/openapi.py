@@ -14,10 +14,21 @@ TITLE = "Jobconsole API"
 VERSION = "1.0.0"
 DESCRIPTION = (
     "Submit jobs and operate the queues: everything the console does, as JSON. Every request needs an API token "
-    "(`Authorization: Bearer <token>`; create one in the admin or with `manage.py apitoken create`). A submit "
-    "token submits jobs and reads its own; an operate token does everything. Errors are RFC 9457 problem "
-    "details (`application/problem+json`)."
+    "(`Authorization: Bearer <token>`; create one in the admin or with `manage.py apitoken create`). A read "
+    "token reads everything and changes nothing; a submit token submits jobs and sees, cancels, edits and deletes "
+    "only its own (another's job is a 404); an operate token does everything. A token limited to queues or tasks "
+    "reaches nothing outside them. Each operation's `x-scope` says what it needs: `any` (any valid token), "
+    "`read`, `submit` or `operate` (operate includes read and submit). Cross-site requests (an `Origin` of another "
+    "site, `Sec-Fetch-Site: cross-site`) are refused. Errors are RFC 9457 problem details "
+    "(`application/problem+json`)."
 )
+# What each operation's scope asks of the token (jobconsole_api/access.py).
+SCOPE_MEANING = {
+    "any": "any valid token; a submit token sees only its own jobs",
+    "read": "a read or operate token",
+    "submit": "a submit or operate token; a submit token acts only on the jobs it submitted",
+    "operate": "an operate token",
+}
 PROBLEM: Schema = {
     "type": "object",
     "properties": {
@@ -87,7 +98,7 @@ def _operation(op: Operation) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "operationId": op.operation_id,
         "summary": op.summary,
-        "description": f"{op.description}\n\nScope: `{op.scope}`.",
+        "description": f"{op.description}\n\nScope: `{op.scope}` ({SCOPE_MEANING[op.scope]}).",
         "tags": [op.tag],
         "security": [{"bearer": []}],
         "x-scope": op.scope,

@@ -17,13 +17,18 @@ QUEUES = obj({"items": array(ref("Queue"))}, ("items",))
 
 
 @operation(
-    "GET", "/queues", operation_id="list_queues", summary="List queues", tag="queues",
+    "GET", "/queues", operation_id="list_queues", summary="List queues", tag="queues", scope="read",
     responses={200: Response("Every queue with its counts by state.", QUEUES)},
 )  # fmt: skip
 def list_queues(call: Call) -> Reply:
-    """Every queue ever used, with its jobs by state and whether it is paused."""
+    """Every queue ever used, with its jobs by state and whether it is paused. A token limited to queues sees
+    those queues; one limited to tasks only is refused (a queue's counts span every task)."""
+    caller = call.caller
+    if caller.task_limits and not caller.queue_limits:
+        caller.check_unlimited("This route shows every queue, with every task's jobs")
     queries = get_client().queries
-    return Reply(200, {"items": [shapes.queue(queries.counts(name)) for name in queries.queues()]})
+    names = caller.visible_queues(queries.queues())
+    return Reply(200, {"items": [shapes.queue(queries.counts(name)) for name in names]})
 
 
 def _known(name: str) -> str:
@@ -33,6 +38,7 @@ def _known(name: str) -> str:
 
 
 def _set_paused(call: Call, pause: bool) -> Reply:
+    call.caller.check_queue_change(call.params["queue"])
     name = _known(call.params["queue"])
     client = get_client()
     changed = client.pause(name) if pause else client.resume(name)
@@ -67,12 +73,14 @@ def resume(call: Call) -> Reply:
 
 
 @operation(
-    "GET", "/workers", operation_id="list_workers", summary="List workers", tag="workers",
+    "GET", "/workers", operation_id="list_workers", summary="List workers", tag="workers", scope="read",
     responses={200: Response("Every registered worker, latest heartbeat first.",
                              obj({"items": array(ref("Worker"))}, ("items",)))},
 )  # fmt: skip
 def workers(call: Call) -> Reply:
-    """Every worker that registered: its queues, threads, what it runs now, and whether it is gone."""
+    """Every worker that registered: its queues, threads, what it runs now, and whether it is gone. Not for a
+    limited token (it shows every queue)."""
+    call.caller.check_unlimited()
     return Reply(200, {"items": [shapes.worker(w) for w in get_client().queries.workers()]})
 
 
@@ -80,22 +88,26 @@ SCHEDULED_ITEM = obj({"job": ref("JobSummary"), "due_at": string(format="date-ti
 
 
 @operation(
-    "GET", "/scheduled", operation_id="list_scheduled", summary="List scheduled jobs", tag="jobs",
+    "GET", "/scheduled", operation_id="list_scheduled", summary="List scheduled jobs", tag="jobs", scope="read",
     params=(queue_param(), *paging(TIMED_CURSOR_PATTERN, "its due time in ms since the epoch ~ queue ~ job id")),
     responses={200: Response("Delayed jobs and retries waiting for their backoff, soonest due first.", obj(
         {"items": array(SCHEDULED_ITEM), "next_cursor": {"type": ["string", "null"]}}, ("items", "next_cursor"))),
                404: Response("No such queue.")},
 )  # fmt: skip
 def scheduled(call: Call) -> Reply:
-    """Jobs waiting for their time, across queues (or one), soonest first, read live from Redis."""
+    """Jobs waiting for their time, across queues (or one), soonest first, read live from Redis. A limited token
+    sees the jobs inside its limits (a `queue` outside them: 403; a page may then hold fewer items)."""
     queries = get_client().queries
+    caller = call.caller
     queue = call.params.get("queue")
+    caller.check_queue(queue)
     if queue is not None:
         _known(queue)
+    queues = [queue] if queue else (sorted(caller.queue_limits) or None)
     try:
-        found = queries.timed_jobs("scheduled", [queue] if queue else None, cursor=call.params.get("cursor"),
-                                   limit=call.params["limit"])  # fmt: skip
+        found = queries.timed_jobs("scheduled", queues, cursor=call.params.get("cursor"), limit=call.params["limit"])
     except InvalidJob:
         raise Problem(400, "The cursor is not one this API gave out; start from the first page.") from None
-    items = [{"job": shapes.live_summary(t.job), "due_at": shapes.iso(t.at)} for t in found.jobs]
+    shown = {job.id for job in caller.visible([t.job for t in found.jobs])}
+    items = [{"job": shapes.live_summary(t.job), "due_at": shapes.iso(t.at)} for t in found.jobs if t.job.id in shown]
     return Reply(200, {"items": items, "next_cursor": found.next_cursor})

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path
 
 from jobconsole.engine import get_client
+from jobconsole_api.access import Caller, check_requirement, check_same_site
 from jobconsole_api.auth import authenticate
 from jobconsole_api.models import ApiToken
 from jobconsole_api.problems import Problem, api_view, problem_response, read_json
@@ -68,9 +69,9 @@ class Call:
     body: Any  # the checked JSON body (None for operations without one)
 
     @property
-    def operates(self) -> bool:
-        """Whether the caller may operate (else it is a submit-only token, which sees only its own jobs)."""
-        return self.token.allows("operate")
+    def caller(self) -> Caller:
+        """The token as the access policy sees it (jobconsole_api/access.py): its scope's powers and its limits."""
+        return Caller(self.token)
 
     @property
     def actor(self) -> str:
@@ -93,7 +94,7 @@ class Operation:
     operation_id: str
     summary: str
     tag: str
-    scope: str
+    scope: str  # what the token must allow: any, read, submit or operate (jobconsole_api/access.py)
     handler: Handler
     description: str = ""
     params: tuple[Param, ...] = ()
@@ -120,7 +121,8 @@ MAX_TARGET_BYTES = 8000
 COMMON_PROBLEMS = {
     400: "The request is malformed: a parameter, the JSON body or its content type is wrong.",
     401: "No valid API token (Authorization: Bearer <token>).",
-    403: "The token's scope does not allow this operation.",
+    403: "The token's scope or its queue and task limits do not allow this, or a web page of another site sent "
+    "the request (Origin, Sec-Fetch-Site).",
     414: f"The path and query string are longer than {MAX_TARGET_BYTES:,} bytes (percent-encoded).",
     503: "Redis is unreachable; nothing was changed. Retry after the Retry-After header's seconds.",
 }
@@ -142,6 +144,8 @@ def operation(
     idempotent: bool = False,
     database_only: bool = False,
 ) -> Callable[[Handler], Handler]:
+    check_requirement(scope)
+
     def register(handler: Handler) -> Handler:
         OPERATIONS.append(
             Operation(
@@ -257,6 +261,7 @@ def _check_target(request: HttpRequest) -> None:
 
 
 def _run(op: Operation, request: HttpRequest, path_values: dict[str, str]) -> HttpResponse:
+    check_same_site(request)  # before anything is read or changed
     _check_target(request)
     token = authenticate(request, op.scope)
     if op.database_only:

@@ -13,6 +13,9 @@ NAME = Param("name", string("the schedule's name", pattern=NAME_PATTERN), where=
 NOT_FOUND = Response("No such schedule.")
 
 
+SPANS_QUEUES = "Periodic schedules span every queue"
+
+
 def _find(name: str) -> Schedule:
     try:
         return periodic.find(name)
@@ -27,25 +30,30 @@ def _shown(name: str) -> Reply:
 
 @operation(
     "GET", "/schedules", operation_id="list_schedules", summary="List periodic schedules", tag="schedules",
+    scope="read",
     responses={200: Response("Every schedule (settings, then database), with its last fire and next runs.",
                              obj({"items": array(ref("Schedule"))}, ("items",)))},
 )  # fmt: skip
 def list_schedules(call: Call) -> Reply:
     """Every periodic schedule: its task and expression, whether it is enabled, when it fired last, its next
-    five runs (UTC)."""
+    five runs (UTC). Not for a limited token."""
+    call.caller.check_unlimited(SPANS_QUEUES)
     return Reply(200, {"items": [info.as_json() for info in periodic.describe(periodic.all_schedules())]})
 
 
 @operation(
     "GET", "/schedules/{name}", operation_id="get_schedule", summary="Get a periodic schedule", tag="schedules",
     params=(NAME,), responses={200: Response("The schedule.", ref("Schedule")), 404: NOT_FOUND}, database_only=True,
+    scope="read",
 )  # fmt: skip
 def get_schedule(call: Call) -> Reply:
-    """One schedule, as the list shows it."""
+    """One schedule, as the list shows it. Not for a limited token."""
+    call.caller.check_unlimited(SPANS_QUEUES)
     return _shown(call.params["name"])
 
 
 def _set_enabled(call: Call, enabled: bool) -> Reply:
+    call.caller.check_unlimited(SPANS_QUEUES)
     name = call.params["name"]
     _find(name)
     try:
@@ -89,7 +97,8 @@ def disable(call: Call) -> Reply:
                422: Response("The schedule's job was refused (unknown task, bad parameters).")},
 )  # fmt: skip
 def run_now(call: Call) -> Reply:
-    """Enqueue the schedule's job now, under a fresh id: its slots are untouched."""
+    """Enqueue the schedule's job now, under a fresh id: its slots are untouched. Not for a limited token."""
+    call.caller.check_unlimited(SPANS_QUEUES)
     name = call.params["name"]
     _find(name)
     try:

@@ -25,7 +25,7 @@ def _known_queue(call: Call) -> str | None:
 
 
 @operation(
-    "GET", "/stats", operation_id="get_stats", summary="Queue and task statistics", tag="stats",
+    "GET", "/stats", operation_id="get_stats", summary="Queue and task statistics", tag="stats", scope="read",
     params=(SPAN, QUEUE),
     responses={200: Response("Each queue's depth, throughput and time to drain; each task's counts and run "
                              "times over the range.", obj({"queues": array(any_object()), "tasks": array(any_object())},
@@ -34,8 +34,18 @@ def _known_queue(call: Call) -> str | None:
 def stats(call: Call) -> Reply:
     """Per queue: waiting now, ended attempts per minute (last 5 minutes), seconds to drain. Per task over the
     range: enqueued, started, completed, failed, retried, dead, lost; run time mean and p50/p95/p99; time in
-    queue p95."""
+    queue p95. A token limited to queues sees its queues (the per-task figures of `queue`, or of its one queue);
+    one limited to tasks sees its tasks' figures of its queues."""
+    caller = call.caller
+    if caller.task_limits and not caller.queue_limits:
+        caller.check_unlimited("This route shows every queue's figures, with every task's jobs")
+    caller.check_queue(call.params.get("queue"))
     queue = _known_queue(call)
+    if caller.queue_limits and queue is None:
+        if len(caller.queue_limits) > 1:
+            raise Problem(403, "The per-task figures span every queue: a token limited to several queues names "
+                               f"one of them with ?queue= ({', '.join(sorted(caller.queue_limits))}).")  # fmt: skip
+        [queue] = caller.queue_limits
     queues = [
         {"queue": r.queue, "waiting": r.waiting, "throughput_per_minute": r.throughput,
          "drain_seconds": r.drain_seconds}
@@ -43,6 +53,8 @@ def stats(call: Call) -> Reply:
     ]  # fmt: skip
     tasks: list[dict[str, Any]] = []
     for t in Series(call.params["span"], queue=queue).tasks():
+        if caller.task_limits and t.task not in caller.task_limits:
+            continue
         tasks.append({
             "task": t.task, **{name: getattr(t, name) for name in COUNTED}, "max_retry": t.max_retry,
             "success_rate": t.success_rate, "runtime_mean": t.runtime_mean, **{
@@ -66,13 +78,15 @@ SERIES = obj(
 
 
 @operation(
-    "GET", "/series", operation_id="get_series", summary="Counts and latency over time", tag="stats",
+    "GET", "/series", operation_id="get_series", summary="Counts and latency over time", tag="stats", scope="read",
     params=(SPAN, QUEUE, TASK),
     responses={200: Response("One value per bucket of each series.", SERIES), 404: NO_QUEUE},
 )  # fmt: skip
 def series(call: Call) -> Reply:
     """Jobs per bucket (enqueued, started, completed, failed, retried, dead, lost) and time-in-queue and run-time
-    percentiles, over the range, for every queue or one, every task or one. The last bucket is still filling."""
+    percentiles, over the range, for every queue or one, every task or one. The last bucket is still filling.
+    Not for a limited token (the series span every queue)."""
+    call.caller.check_unlimited()
     data = Series(call.params["span"], queue=_known_queue(call), task=call.params.get("task"))
     counts, latency = data.counts(), data.latency()
     return Reply(200, {
@@ -93,12 +107,14 @@ DEPTH = obj(
 
 
 @operation(
-    "GET", "/series/depth", operation_id="get_depth", summary="Queue depth over time", tag="stats",
+    "GET", "/series/depth", operation_id="get_depth", summary="Queue depth over time", tag="stats", scope="read",
     params=(SPAN, QUEUE),
     responses={200: Response("Each queue's depth samples; the last is now.", DEPTH), 404: NO_QUEUE},
 )  # fmt: skip
 def depth_series(call: Call) -> Reply:
-    """Each queue's waiting, scheduled, running and dead jobs and its oldest wait (seconds) over the range."""
+    """Each queue's waiting, scheduled, running and dead jobs and its oldest wait (seconds) over the range. Not
+    for a limited token (the series span every queue)."""
+    call.caller.check_unlimited()
     items = [
         {"queue": d.queue, "resolution": d.resolution, "times": [iso(t) for t in d.times], "queued": d.queued,
          "scheduled": d.scheduled, "running": d.running, "dead": d.dead, "oldest_wait": d.oldest_wait}

@@ -6,12 +6,15 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from jobconsole_api.access import check_same_site
 from jobconsole_api.problems import TITLES, api_view
 from jobconsole_api.v1.openapi import document
 
 
 @api_view(methods=["GET"])
 def openapi_json(request: HttpRequest) -> HttpResponse:
+    """The document, without a token (it holds no data, and a browser reading the docs sends none)."""
+    check_same_site(request)
     return JsonResponse(document(), json_dumps_params={"ensure_ascii": False})
 
 
@@ -29,6 +32,7 @@ def _response_schema(status: str, response: dict[str, Any]) -> str:
 
 @api_view(methods=["GET"])
 def docs(request: HttpRequest) -> HttpResponse:
+    check_same_site(request)
     doc = document()
     groups: dict[str, list[dict[str, Any]]] = {}
     for route, methods in doc["paths"].items():

@@ -40,7 +40,7 @@ type Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture
 def token() -> str:
-    return ApiToken.objects.issue("prometheus", "submit")[1]
+    return ApiToken.objects.issue("prometheus", "read")[1]
 
 
 def scrape(token: str | None = None, **headers: str) -> Any:
@@ -256,10 +256,19 @@ def test_a_token_is_required(client: Client, token: str) -> None:
     assert scrape("jc_not-a-token").status_code == 401
     assert scrape(token).status_code == 200
     operate = ApiToken.objects.issue("ops", "operate")[1]
-    assert scrape(operate).status_code == 200  # operate includes submit
-    revoked, plain = ApiToken.objects.issue("old", "submit")
+    assert scrape(operate).status_code == 200  # operate includes read
+    revoked, plain = ApiToken.objects.issue("old", "read")
     ApiToken.objects.filter(pk=revoked.pk).update(revoked_at=timezone.now())
     assert scrape(plain).status_code == 401
+
+
+def test_a_submit_token_or_a_limited_one_is_403(client: Client) -> None:
+    submit = ApiToken.objects.issue("producer", "submit")[1]
+    response = scrape(submit)
+    assert response.status_code == 403 and "'read'" in response.json()["detail"]
+    limited = ApiToken.objects.issue("billing dashboard", "read", queues=["billing"])[1]
+    response = scrape(limited)
+    assert response.status_code == 403 and "shows every queue" in response.json()["detail"]
 
 
 def test_loopback_scrapes_without_a_token_only_when_allowed(client: Client, settings: Any) -> None:

@@ -228,7 +228,9 @@ def test_a_text_search_reports_how_far_back_it_looked(
     assert [j["params_preview"] for j in found] == ['{"n":0,"tag":"needle"}']
 
 
-def test_a_submit_token_sees_only_its_own_jobs_and_cannot_operate(operator: Api, submitter: Api, mirror: Any) -> None:
+def test_a_submit_token_sees_and_cancels_only_its_own_jobs_and_cannot_operate(
+    operator: Api, submitter: Api, mirror: Any
+) -> None:
     mine = submitter.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()["id"]
     assert SubmittedJob.objects.get().job_id == mine
     theirs = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 2}}).json()["id"]
@@ -237,11 +239,17 @@ def test_a_submit_token_sees_only_its_own_jobs_and_cannot_operate(operator: Api,
     problem(submitter.get(f"/jobs/{theirs}"), 404)
     assert [j["id"] for j in submitter.get("/jobs").json()["items"]] == [mine]
     assert {j["id"] for j in operator.get("/jobs").json()["items"]} == {mine, theirs}
-    for path in (f"/jobs/{mine}/cancel", f"/jobs/{mine}/retry", "/dead-letters/purge", "/queues/apitest/pause"):
+    for path in (f"/jobs/{mine}/retry", "/dead-letters/purge", "/queues/apitest/pause"):
         problem(submitter.post(path, {}), 403)
     problem(submitter.get("/queues"), 403)
     problem(Api(None).get(f"/jobs/{mine}"), 401)
     assert get_client().get(mine).state.value == "queued"
+    # It cancels its own job, never another's (404, as an unknown id).
+    problem(submitter.post(f"/jobs/{theirs}/cancel", {}), 404)
+    assert get_client().get(theirs).state.value == "queued"
+    assert submitter.post(f"/jobs/{mine}/cancel", {}).status_code == 200
+    assert get_client().get(mine).state.value == "cancelled"
+    assert AuditLog.objects.get(action="cancel").actor == "api:producer"
 
 
 def test_a_submission_record_goes_with_its_job(operator: Api, submitter: Api, mirror: Any) -> None:

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import resolve
 
+from jobconsole_api.models import ApiToken
 from jobconsole_api.v1.catalogue import OPERATIONS
 from jobconsole_api.v1.openapi import document
 
@@ -53,7 +54,10 @@ def test_the_docs_page_has_no_inline_script_and_no_cdn() -> None:
     assert Client().get("/static/api/docs.css").status_code in (200, 404)  # served by WhiteNoise after collectstatic
 
 
-def test_an_unknown_route_is_a_problem_404() -> None:
-    response = Client().get("/api/v1/nothing/here")
+def test_an_unknown_route_is_a_problem_404_to_a_token_and_401_without() -> None:
+    anonymous = Client().get("/api/v1/nothing/here")
+    assert anonymous.status_code == 401 and anonymous["Content-Type"] == "application/problem+json"
+    _, plain = ApiToken.objects.issue("reader", "read")
+    response = Client(headers={"Authorization": f"Bearer {plain}"}).get("/api/v1/nothing/here")
     assert response.status_code == 404 and response["Content-Type"] == "application/problem+json"
     assert "/api/v1/docs" in response.json()["detail"]
