@@ -129,6 +129,10 @@ def not_found(style: ErrorStyle, message: str) -> ViewFunction:
 
     @csrf_exempt
     def view(request: HttpRequest, rest: str = "") -> HttpResponse:
+        try:
+            check_same_site(request)  # as every seed route: a page of another site gets no answer of ours
+        except Problem as problem:
+            return problem_response(problem, request)
         return style(404, message)
 
     return view

@@ -39,6 +39,7 @@ import redis
 from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
+from dashboards.views.assets import VERSION as PLOTLY_VERSION
 from jobconsole.models import BulkOperation, PeriodicSchedule
 from jobconsole_api.models import ApiToken
 
@@ -444,6 +445,12 @@ ROWS: list[Row] = [
     *(Row(method, f"{V}/(?P<rest>.*)", send(method, f"{V}/no/such/route"), v1(404, submit=404, read=404,
                                                                                limited=404))
       for method in ("GET", "POST", "PUT", "PATCH", "DELETE")),
+    # --- the seeds' catch-alls: any other path under a seed's prefix is that seed's own 404, whoever asks (it
+    # tells nothing), but a page of another site is refused as on every seed route ---
+    *(Row(method, f"/{prefix}(?P<rest>{rest})", send(method, f"/{prefix}no/such/route"),
+          {**{c: 404 for c in API_CALLERS if c != "submit_other"}, "cross_site": 403}, note="the seed's own 404")
+      for prefix, rest in (("jobber/", ".*"), ("jobbers/", ".*"), ("runqueue/", ".*"), ("schedule/", ".+"))
+      for method in ("GET", "POST", "PUT", "PATCH", "DELETE")),
     # --- /metrics (METRICS.ANONYMOUS_LOOPBACK off by default, and `make run` does not turn it on) ---
     Row("GET", "/metrics", get("/metrics"),
         {"anon_prod": 401, "anon_run": 401, "anon_remote": 401, "submit": 403, "read": 200, "operate": 200,
@@ -545,6 +552,9 @@ ROWS: list[Row] = [
     Row("GET", "/bulk/<int:pk>/progress.json", get(lambda w: f"/bulk/{w.operation()}/progress.json"), page()),
     Row("POST", "/bulk/<int:pk>/cancel", form(lambda w: f"/bulk/{w.operation()}/cancel"), action()),
     Row("POST", "/bulk/<int:pk>/resume", form(lambda w: f"/bulk/{w.paused_operation()}/resume"), action()),
+    # plotly.js, a public static file served by the console (dashboards/views/assets.py): no data, no login.
+    Row("GET", "/assets/plotly-<str:version>.min.js", get(f"/assets/plotly-{PLOTLY_VERSION}.min.js"),
+        {c: 200 for c in CONSOLE_CALLERS}, note="a static file, public as /static/ is"),
     Row("GET", "/healthz", get("/healthz"), {c: 200 for c in CONSOLE_CALLERS}, note="a probe, open to everyone"),
 ]
 # fmt: on
