@@ -1,6 +1,9 @@
 """Times that come from outside (filters, cursors, request bodies), made safe for every database."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 def to_utc(moment: datetime) -> datetime:
@@ -16,3 +19,12 @@ def to_utc(moment: datetime) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"{moment.isoformat()} is out of range in UTC") from None
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch: the time part of a cursor ("<micros>~<key>"), exact where floats are not."""
+    return (to_utc(moment) - EPOCH) // MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    return EPOCH + micros * MICROSECOND

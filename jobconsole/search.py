@@ -22,7 +22,7 @@ API's submit tokens see their own jobs).
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -30,7 +30,7 @@ from django.db.models.functions import Substr
 
 from jobconsole.core import JobState
 from jobconsole.models import Job
-from jobconsole.moments import to_utc
+from jobconsole.moments import from_micros, to_micros
 
 PAGE = 50
 PREVIEW = 160  # characters of the parameters a row carries as `params_preview`
@@ -46,19 +46,17 @@ class BadCursor(ValueError):
 # the id of the last row shown ("0" before every id). Any string of this shape is a position to page on from,
 # so a client's own is as good as one we gave out; anything else is a BadCursor.
 CURSOR_PATTERN = "^[0-9]{1,16}~[0-9A-Z]{1,26}$"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def encode_cursor(enqueued_at: datetime, job_id: str) -> str:
-    return f"{(to_utc(enqueued_at) - _EPOCH) // _MICROSECOND}~{job_id}"
+    return f"{to_micros(enqueued_at)}~{job_id}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     if not re.fullmatch(CURSOR_PATTERN, cursor):
         raise BadCursor(cursor)
     micros, _, job_id = cursor.partition("~")
-    return _EPOCH + int(micros) * _MICROSECOND, job_id
+    return from_micros(int(micros)), job_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,14 @@
 """Pieces the operations share: paging parameters, engine refusals as problems, the caller's own jobs."""
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from jobconsole.actions import Outcome
 from jobconsole.conf import api_config
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
+from jobconsole.moments import from_micros, to_micros
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1.routing import Call, Param, Response
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, integer, obj, string
@@ -100,16 +101,14 @@ def no_job(job_id: str) -> Problem:
 
 # A dead letters page's cursor: the last row's death time (microseconds since the epoch) and row number.
 DEAD_LETTER_CURSOR = "^[0-9]{1,16}~[0-9]{1,18}$"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def encode_cursor(moment: datetime, pk: int) -> str:
-    return f"{(moment - _EPOCH) // _MICROSECOND}~{pk}"
+    return f"{to_micros(moment)}~{pk}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, int]:
     if not re.fullmatch(DEAD_LETTER_CURSOR, cursor):
         raise Problem(400, "The cursor is not a position of this list; start from the first page (no cursor).")
     micros, _, pk = cursor.partition("~")
-    return _EPOCH + int(micros) * _MICROSECOND, int(pk)
+    return from_micros(int(micros)), int(pk)
