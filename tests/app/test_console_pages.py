@@ -276,5 +276,6 @@ def test_pages_show_the_degraded_banner_while_redis_refuses_writes(client, r):
         r.config_set("min-replicas-to-write", 0)
     text = page.content.decode()
     assert page.status_code == 200 and 'id="service-health"' in text and "Degraded" in text and "NOREPLICAS" in text
+    assert "<strong>Redis writes</strong>: Redis refuses writes" in text  # the component named, not its JSON id
     assert "examples.echo" in text
     assert queues.status_code == 200 and queue.status_code == 200
