@@ -23,6 +23,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -140,6 +141,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        shutil.rmtree(self.var, ignore_errors=True)  # its database, Redis data and collected static files
 
 
 # --- measuring ------------------------------------------------------------------------------------------------
