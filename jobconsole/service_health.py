@@ -35,6 +35,9 @@ MIRROR = "mirror"
 WORKERS = "workers"
 EVERY_COMPONENT = (REDIS, REDIS_WRITES, DATABASE, MIRROR, WORKERS)
 PROBE = (REDIS, REDIS_WRITES, DATABASE)  # what /healthz checks
+# How the console names each component (the ids above are the JSON's, /healthz and the API).
+LABELS = {REDIS: "Redis", REDIS_WRITES: "Redis writes", DATABASE: "Database", MIRROR: "Database mirror",
+          WORKERS: "Workers"}  # fmt: skip
 
 
 class Severity(IntEnum):
@@ -57,6 +60,10 @@ class Finding:
     severity: Severity
     component: str
     reason: str
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.component, self.component)
 
     def as_json(self) -> dict[str, str]:
         return {"severity": self.severity.label, "component": self.component, "reason": self.reason}

@@ -145,9 +145,10 @@ STATIC_ROOT = VAR_DIR / "static"  # collectstatic fills it (make run, and a depl
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns at start-up about a missing one
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Hashed, compressed copies that WhiteNoise serves with far-future cache headers. With DEBUG off a page
-    # that names a static file needs collectstatic to have run (it writes the manifest).
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    # Hashed, compressed copies that WhiteNoise serves with far-future cache headers, named by their hashed
+    # names with DEBUG on too (`make run` runs collectstatic at each start; project/static_storage.py). With DEBUG
+    # off a page that names a static file needs collectstatic to have run (it writes the manifest).
+    "staticfiles": {"BACKEND": "project.static_storage.CollectedStaticFilesStorage"},
 }
 
 LOGIN_URL = "admin:login"

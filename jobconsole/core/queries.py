@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, Literal, cast
 
-from jobconsole.core import keys, metrics, scripts
+import redis
+
+from jobconsole.core import keys, metrics, redis_health, scripts
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
@@ -219,12 +221,22 @@ class Queries:
 
     # --- queues -----------------------------------------------------------------------------------
 
+    def _drain(self, queue: str) -> None:
+        """Turn the queue's intake into jobs before a read, unless Redis refuses writes (full, unable to persist,
+        a replica, too few replicas): the read then goes on without the intake's newest jobs, so that the console
+        shows what Redis holds and why it refuses writes (jobconsole/service_health.py) instead of failing."""
+        try:
+            self.store.drain(queue)
+        except redis.ResponseError as exc:
+            if redis_health.refusal_kind(exc) == redis_health.OTHER:
+                raise
+
     def queues(self) -> list[str]:
         """Every queue a job or a worker has used, by name."""
         return sorted(cast(set[str], self.redis.smembers(keys.QUEUES)))
 
     def counts(self, queue: str) -> QueueCounts:
-        self.store.drain(queue)
+        self._drain(queue)
         k = queue_keys(queue)
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(k.paused)
@@ -302,7 +314,7 @@ class Queries:
                 # Look again even when these drains found nothing: another client or a worker may have drained
                 # the job's intake entry between the look above and now.
                 for q in queues:
-                    self.store.drain(q)
+                    self._drain(q)
         raise JobNotFound(f"no job {job_id}")
 
     def job(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
@@ -312,7 +324,7 @@ class Queries:
             if found is not None:
                 return found
             if attempt == 0:
-                self.store.drain(queue)  # look again even if this drain found nothing (see locate)
+                self._drain(queue)  # look again even if this drain found nothing (see locate)
         raise JobNotFound(f"no job {job_id}")
 
     def jobs_by_id(self, jobs: Sequence[tuple[str, str]], *, history: bool | set[str] = False) -> list[Job | None]:
@@ -379,12 +391,12 @@ class Queries:
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
         """Ids in one state's set, oldest first (running: by lease deadline; queued: in claim order). Scheduled
         and retrying jobs share a set: either lists both."""
-        self.store.drain(queue)
+        self._drain(queue)
         return cast(list[str], self.redis.zrange(_state_key(queue_keys(queue), state), 0, limit - 1))
 
     def ids(self, queue: str, states: Sequence[JobState] | None = None) -> list[str]:
         """Every id in the given states' sets (default: every set), each once."""
-        self.store.drain(queue)
+        self._drain(queue)
         k = queue_keys(queue)
         chosen = states or list(JobState)
         pipe = self.redis.pipeline(transaction=False)
@@ -415,7 +427,7 @@ class Queries:
         while jobs come and go: a page starts after the last job of the one before."""
         if not 1 <= limit <= PAGE_MAX:
             raise InvalidJob(f"limit must be from 1 to {PAGE_MAX}; got {limit}")
-        self.store.drain(queue)
+        self._drain(queue)
         k = queue_keys(queue)
         sets = [_state_key(k, state)]
         if state is JobState.QUEUED:  # and the jobs held for a concurrency group's slot, scored alike

@@ -1,6 +1,7 @@
 """The console in a project that lists no finder, middleware or context processor of ours: plotly.js from the
 console's own URL (a year of caching, gzip), every chart page rendering with ManifestStaticFilesStorage and no
-manifest entry (DEBUG off), and times in the operator's zone."""
+manifest entry (DEBUG off), and times in the operator's zone. And this repository's `make run` (DEBUG on): the
+console's scripts and styles by hashed names, gzipped and immutable, as in production."""
 
 import gzip
 import re
@@ -9,6 +10,7 @@ from typing import Any
 import plotly
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client as WebClient
 
 from tests.mirror_fixtures import *  # noqa: F403
@@ -16,6 +18,8 @@ from tests.mirror_fixtures import *  # noqa: F403
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 CHART_PAGES = ["/", "/scheduled/", "/tasks/examples.echo/"]
+CONSOLE_FILES = re.compile(r'(?:src|href)="(/static/(?:dashboards|django_htmx)/[^"]+)"')
+HASHED = re.compile(r"\.[0-9a-f]{12}\.(?:css|js)$")
 
 
 def operator() -> WebClient:
@@ -44,9 +48,12 @@ def test_plotly_is_served_by_the_console_with_no_finder_and_cached_a_year(engine
     assert browser.get("/assets/plotly-0.0.1.min.js").status_code == 404  # an old page's version: not this file
 
 
-def test_chart_pages_render_with_the_manifest_storage_and_no_manifest(engine_settings: Any, client: Any) -> None:
+def test_chart_pages_render_with_the_manifest_storage_and_no_manifest(
+    engine_settings: Any, client: Any, tmp_path: Any
+) -> None:
     client.enqueue("examples.echo", {"x": 1}, delay=600)
     engine_settings.DEBUG = False
+    engine_settings.STATIC_ROOT = tmp_path  # no manifest (var/static has one once `make run` ran in this checkout)
     engine_settings.STORAGES = {
         **engine_settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
@@ -67,3 +74,27 @@ def test_times_follow_the_cookie_without_the_middleware(engine_settings: Any, cl
     assert "JST" in browser.get("/scheduled/").content.decode()
     browser.cookies["jc_tz"] = "America/New_York"
     assert re.search(r"\bE[SD]T\b", browser.get("/scheduled/").content.decode())
+
+
+def test_make_run_serves_the_console_files_hashed_gzipped_and_immutable(engine_settings: Any, tmp_path: Any) -> None:
+    """`make run` runs with DEBUG on and collectstatic at start; its pages named console.css unhashed, and WhiteNoise
+    served it uncompressed with max-age=0 (every page load asked again for each file)."""
+    from project.settings import STORAGES as PROJECT_STORAGES
+
+    engine_settings.DEBUG = True
+    engine_settings.STATIC_ROOT = tmp_path
+    engine_settings.STORAGES = PROJECT_STORAGES
+    browser = operator()
+    names = CONSOLE_FILES.findall(browser.get("/").content.decode())
+    assert len(names) == 4 and not any(HASHED.search(n) for n in names), names  # nothing collected: plain names
+
+    call_command("collectstatic", "--noinput", verbosity=0)
+    browser = WebClient()  # a new handler: WhiteNoise reads STATIC_ROOT when its middleware starts
+    browser.force_login(User.objects.get(username="operator"))
+    names = CONSOLE_FILES.findall(browser.get("/").content.decode())
+    assert len(names) == 4 and all(HASHED.search(n) for n in names), names
+    for name in names:
+        response = browser.get(name, headers={"Accept-Encoding": "gzip"})
+        assert response.status_code == 200 and response["Content-Encoding"] == "gzip", name
+        cache = response["Cache-Control"]
+        assert "immutable" in cache and int(re.findall(r"max-age=(\d+)", cache)[0]) >= 365 * 24 * 3600, cache

@@ -260,3 +260,22 @@ def test_flow_control_page_shows_groups_their_waiting_jobs_and_queue_limits(clie
     html = page.content.decode()
     assert "1 of 2" in html and "10 a minute" in html and "Flow control" in html
     assert client.counts("examples.echo").queued == 3  # held jobs are waiting jobs
+
+
+def test_pages_show_the_degraded_banner_while_redis_refuses_writes(client, r):
+    """Reading a queue first drains its intake (a write): while Redis refused writes the overview answered 500
+    (NOREPLICAS), the very state its health banner is there to explain."""
+    client.enqueue("examples.echo", {"x": 1})
+    browser = web(*VIEW)
+    r.config_set("min-replicas-to-write", 1)  # Redis now refuses every write with NOREPLICAS
+    try:
+        page = browser.get("/")
+        queues = browser.get("/queues/")
+        queue = browser.get("/queues/examples.echo/")
+    finally:
+        r.config_set("min-replicas-to-write", 0)
+    text = page.content.decode()
+    assert page.status_code == 200 and 'id="service-health"' in text and "Degraded" in text and "NOREPLICAS" in text
+    assert "<strong>Redis writes</strong>: Redis refuses writes" in text  # the component named, not its JSON id
+    assert "examples.echo" in text
+    assert queues.status_code == 200 and queue.status_code == 200

@@ -1,5 +1,6 @@
-#!lua flags=allow-oom
+#!lua flags=no-writes,allow-oom
 -- A queue's gauges for the console's health panel and the depth samples: read only, O(log n), no job scanned.
+-- no-writes: Redis runs it while it refuses writes (full, unable to persist, a replica, too few replicas).
 -- KEYS: ready scheduled active dead paused intake
 -- ARGV[1] job key prefix  ARGV[2] grace ms: a running job counts as overdue once its lease deadline is that far
 -- behind (the recoverer requeues expired leases within a second or so, so a grace keeps that out)
