@@ -228,11 +228,12 @@ def _sentence(errors: list[dict[str, str]]) -> str:
 
 def _read_body(op: Operation, request: HttpRequest) -> Any:
     schema = op.body
+    # Only an empty body is no body: anything else must be JSON (even "\x0b", which str.strip would drop).
     if schema is None:
-        if request.body.strip():
+        if request.body:
             raise Problem(400, "This operation takes no body.")
         return None
-    if not request.body.strip() and not op.body_required:
+    if not request.body and not op.body_required:
         return {}
     body = read_json(request)
     errors = validate(body, schema)
