@@ -39,12 +39,15 @@ djangochecks:
 	DEBUG=0 ALLOWED_HOSTS=jobs.example.com SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \
 		$(PY) manage.py check --deploy --fail-level WARNING
 
+# Two passes (scripts/pytest_passes.sh): the bulk on pytest-xdist workers (PYTEST_WORKERS, default one per core),
+# then the slow process tests and the browser tests one at a time; each pass prints its 25 slowest tests and the
+# wall times close the output. PYTEST_WORKERS=0 runs without workers; PYTEST_ARGS go to both passes.
 pytest:
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	PY=$(PY) scripts/pytest_passes.sh "" $(PYTEST_ARGS)
 
-# The database tests again, against DATABASE_URL (CI points it at PostgreSQL).
+# The database tests again, against DATABASE_URL (CI points it at PostgreSQL; each worker gets test_<name>_gwN).
 test-db: bootstrap-dev
-	$(PY) -m pytest -q -m db $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5 = no database tests collected
+	PY=$(PY) scripts/pytest_passes.sh db $(PYTEST_ARGS)
 
 # The chaos suite at full volume (a few minutes; its quick version runs inside `make test`).
 # CHAOS_ARGS e.g. "--scenario kill_loop --seed 7 --keep".

@@ -22,13 +22,29 @@ class RedisServer:
         self.port = free_port()
         self.appendfsync = appendfsync
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_once = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> "RedisServer":
+        """Start the server and return once it answers. A free port is only free when asked: another process
+        (a parallel test worker, another checkout's tests) may take it before redis-server binds it. On the first
+        start that shows as our server exiting, or as a ping answered by somebody else's server; then try again
+        on another port. A restart keeps its port (its clients and replicas know it), so it fails instead."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        attempts = 1 if self.started_once else 5
+        for attempt in range(attempts):
+            if self._spawn():
+                self.started_once = True
+                return self
+            if attempt + 1 < attempts:
+                self.port = free_port()
+        raise RuntimeError(f"redis-server did not start (last port {self.port}); see {self.dir / 'redis.log'}")
+
+    def _spawn(self) -> bool:
+        """Run redis-server on self.port; True once it answers as itself, False if the port was not ours."""
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
              "--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", "",
@@ -38,16 +54,28 @@ class RedisServer:
         )  # fmt: skip
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except (redis.ConnectionError, redis.BusyLoadingError):
+        try:
+            while True:
+                if self.proc.poll() is not None:  # exited: most likely the port was taken
+                    self.proc = None
+                    return False
+                try:
+                    answering_pid = int(client.info("server")["process_id"])
+                    if answering_pid == self.proc.pid and client.ping():  # ping: fails while the AOF loads
+                        return True
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    answering_pid = None  # not up yet (or still loading its AOF)
+                except redis.ResponseError:
+                    answering_pid = -1  # a server that wants a password: not ours
+                if answering_pid not in (None, self.proc.pid):  # another server holds the port
+                    self.kill()
+                    return False
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+                    self.kill()
+                    raise RuntimeError(f"redis-server on port {self.port} did not start within 10 s")
                 time.sleep(0.02)
-        client.close()
-        return self
+        finally:
+            client.close()
 
     def kill(self) -> None:
         """SIGKILL, like a crash: only what AOF had on disk survives."""
