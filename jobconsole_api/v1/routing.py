@@ -26,6 +26,7 @@ from jobconsole_api.v1 import idempotency
 from jobconsole_api.v1.schema import Schema, integral, validate
 
 Location = Literal["path", "query"]
+NO_NUL = "^[^\\u0000]*$"
 MAX_FLOAT = Decimal(sys.float_info.max)
 
 
@@ -51,6 +52,10 @@ class Param:
             # `?name=` is a value like any other, checked against the schema: an empty filter means nothing,
             # so it is refused (400 naming it) rather than read as absent, and the document says so.
             schema = {**schema, "minLength": 1}
+        if schema.get("type") == "string" and "pattern" not in schema:
+            # No text we keep holds NUL (PostgreSQL cannot store it): a filter with one is refused (400 naming
+            # it), not sent to the database, which would fail on it.
+            schema = {**schema, "pattern": NO_NUL, "x-pattern-message": "must not contain the NUL character"}
         return schema
 
 

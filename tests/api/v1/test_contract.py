@@ -138,3 +138,17 @@ def test_a_body_that_is_not_json_is_refused_even_where_the_body_is_optional(oper
     assert response.status_code == 400, response.content
     assert not operator.get("/queues").json()["items"][0]["paused"]
     assert operator.post("/queues/apitest/pause").json()["paused"]  # an empty body: no body, as before
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [("unique_key", "a\x00b", "NUL"), ("text", "\x00", "NUL"), ("task", "apitest.add\x00", "must match")],
+)
+def test_a_nul_in_a_filter_is_refused_naming_it(operator: Api, name: str, value: str, why: str) -> None:
+    """PostgreSQL cannot hold NUL, so a filter with one is a 400 that names it (it was a 500 there), on every
+    database alike; the document states it as a pattern."""
+    assert operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).status_code == 201
+    response = operator.get("/jobs", **{name: value})
+    detail = problem(response, 400)["detail"]
+    assert name in detail and why in detail, detail
+    assert _param_schema("/jobs", "unique_key")["pattern"] == "^[^\\u0000]*$"
