@@ -26,38 +26,49 @@ ATTEMPT_FIELDS = [
 ]  # fmt: skip
 
 _LINE = re.compile(r":\d+ in ")
+NUL, REPLACEMENT = "\x00", "\ufffd"
+
+
+def db_text(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The row with NUL in its text replaced by U+FFFD: PostgreSQL's text columns cannot hold NUL, and one task's
+    error message (or an operator's reason) with one would otherwise fail every batch that carries its job."""
+    if not any(type(v) is str and NUL in v for v in row):
+        return row
+    return tuple(v.replace(NUL, REPLACEMENT) if type(v) is str else v for v in row)
 
 
 def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
     """One Job row as values in `["id", *JOB_FIELDS]` order (the mirror writes these with raw SQL). The JSON
     columns keep the text Redis stores."""
-    return (
-        job.id,
-        job.task,
-        job.version,
-        job.queue,
-        job.priority,
-        job.state.value,
-        job.params_json,
-        job.result_json,
-        job.attempts,
-        job.max_retries,
-        job.unique_key,
-        job.group,
-        job.enqueued_at,
-        job.run_at,
-        job.started_at,
-        job.finished_at,
-        job.heartbeat_at,
-        job.progress,
-        job.checkpoint_json,
-        job.worker,
-        job.error_class[:200],
-        job.last_error_json,
-        job.cancel_requested,
-        job.reason,
-        True,
-        synced_at,
+    return db_text(
+        (
+            job.id,
+            job.task,
+            job.version,
+            job.queue,
+            job.priority,
+            job.state.value,
+            job.params_json,
+            job.result_json,
+            job.attempts,
+            job.max_retries,
+            job.unique_key,
+            job.group,
+            job.enqueued_at,
+            job.run_at,
+            job.started_at,
+            job.finished_at,
+            job.heartbeat_at,
+            job.progress,
+            job.checkpoint_json,
+            job.worker,
+            job.error_class[:200],
+            job.last_error_json,
+            job.cancel_requested,
+            job.reason,
+            True,
+            synced_at,
+        )
     )
 
 
@@ -71,33 +82,35 @@ def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
         progress_value = float(progress) if progress else None
     except ValueError:
         progress_value = None
-    return (
-        h["id"],
-        get("task", ""),
-        _int(get("version"), 1),
-        get("queue", ""),
-        _int(get("priority")),
-        JobState(get("state", "queued")).value,
-        get("params") or "{}",
-        get("result", ""),
-        _int(get("attempts")),
-        _int(get("max_retries")),
-        get("unique_key", ""),
-        get("group", ""),
-        ms_to_datetime(get("enqueued_at")),
-        ms_to_datetime(get("run_at") or get("enqueued_at")),
-        ms_to_datetime(get("started_at")),
-        ms_to_datetime(get("finished_at")),
-        ms_to_datetime(get("heartbeat_at")),
-        progress_value,
-        get("checkpoint", ""),
-        get("worker", ""),
-        _error_class(last_error)[:200] if last_error else "",
-        last_error,
-        get("cancel_requested") == "1",
-        get("reason", ""),
-        True,
-        synced_at,
+    return db_text(
+        (
+            h["id"],
+            get("task", ""),
+            _int(get("version"), 1),
+            get("queue", ""),
+            _int(get("priority")),
+            JobState(get("state", "queued")).value,
+            get("params") or "{}",
+            get("result", ""),
+            _int(get("attempts")),
+            _int(get("max_retries")),
+            get("unique_key", ""),
+            get("group", ""),
+            ms_to_datetime(get("enqueued_at")),
+            ms_to_datetime(get("run_at") or get("enqueued_at")),
+            ms_to_datetime(get("started_at")),
+            ms_to_datetime(get("finished_at")),
+            ms_to_datetime(get("heartbeat_at")),
+            progress_value,
+            get("checkpoint", ""),
+            get("worker", ""),
+            _error_class(last_error)[:200] if last_error else "",
+            last_error,
+            get("cancel_requested") == "1",
+            get("reason", ""),
+            True,
+            synced_at,
+        )
     )
 
 
@@ -121,21 +134,23 @@ def _error_class(last_error: str) -> str:
 def attempt_values(job_id: str, history: Sequence[JobAttempt]) -> list[tuple[Any, ...]]:
     """Attempt rows as values in `["job_id", "number", *ATTEMPT_FIELDS]` order."""
     return [
-        (
-            job_id,
-            number,
-            a.attempt,
-            a.worker[:200],
-            a.host[:200],
-            a.pid,
-            a.started_at,
-            a.ended_at,
-            a.duration,
-            a.outcome[:32],
-            a.error_class[:200],
-            a.message,
-            a.traceback,
-            a.top_frame[:500],
+        db_text(
+            (
+                job_id,
+                number,
+                a.attempt,
+                a.worker[:200],
+                a.host[:200],
+                a.pid,
+                a.started_at,
+                a.ended_at,
+                a.duration,
+                a.outcome[:32],
+                a.error_class[:200],
+                a.message,
+                a.traceback,
+                a.top_frame[:500],
+            )
         )
         for number, a in enumerate(history, start=1)
     ]

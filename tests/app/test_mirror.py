@@ -384,3 +384,17 @@ def test_the_service_wires_the_leader_chores(engine_settings, r):
     service.burst()
     assert not service.mirror.leader
     assert all(c.last > 0 for c in service.chores.chores)  # the burst did each once, as the leader
+
+
+def test_a_nul_in_an_error_message_is_mirrored_as_a_replacement_character(client, mirror, r):
+    """PostgreSQL's text columns cannot hold NUL: one failing task's message with one made every batch carrying
+    its job fail there, so the mirror stopped. The database gets U+FFFD in its place; Redis keeps the original."""
+    poisoned = client.enqueue("examples.fail", {"message": "bo\x00om"}, max_retries=0)
+    healthy = client.enqueue("examples.echo", {"x": 1})
+    run_worker(r, ["examples.echo", "examples.fail"])
+    mirror.drain()
+    assert Job.objects.get(id=healthy.id).state == "completed"
+    assert Job.objects.get(id=poisoned.id).state == "dead"
+    assert DeadLetter.objects.get(job_id=poisoned.id).message.endswith("bo\ufffdom")
+    assert "bo\ufffdom" in Attempt.objects.get(job_id=poisoned.id).traceback
+    assert "bo\x00om" in client.get(poisoned.id, history=True).history[-1].message
