@@ -4,7 +4,6 @@ real `runworker` (its task threads, its system worker running a bulk operation, 
 attempt, the bulk operation completes exactly once, the scheduler keeps firing and the mirror catches up."""
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +19,11 @@ from jobconsole.core import Client, Job, JobState
 from jobconsole.core.keys import queue_keys
 from jobconsole.models import BulkOperation, DeadLetter, PeriodicSchedule
 from tests.bulk_helpers import RUNWORKER_EXITING
-from tests.conftest import PROJECT, PYTHON, manage_env
+from tests.conftest import PYTHON
 from tests.db_restart import require_postgres, terminate_backends
 from tests.mirror_fixtures import *  # noqa: F403
 from tests.mirror_fixtures import assert_db_matches_redis, database_url, run_worker
-from tests.processes.test_worker_processes import Proc, logs, wait_for
+from tests.processes.test_worker_processes import Proc, Processes, logs, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.db, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -34,39 +33,23 @@ CHUNK = 10
 FIRED = re.compile(r"scheduler: fired touch slot=\d+ job=(\S+)")
 
 
-class Stack:
+class Stack(Processes):
     """A runworker (its bulk runner pausing 0.3 s after each chunk's Redis step, so that an operation spans the
     drops) and a runmirror on the test database; whatever is left is killed at the end."""
 
     def __init__(self, redis_url: str, tmp_path: Path) -> None:
-        (tmp_path / "var").mkdir(exist_ok=True)
-        self.env = manage_env(redis_url, tmp_path, DATABASE_URL=database_url(), JOBCONSOLE_MIRROR_IN_WORKER="0")
-        self.tmp_path = tmp_path
-        self.started: list[Proc] = []
-
-    def start(self, name: str, *command: str) -> Proc:
-        log = self.tmp_path / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(command, env=self.env, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT)
-        proc = Proc(popen, log)
-        self.started.append(proc)
-        return proc
+        super().__init__(tmp_path)
+        self.redis_url = redis_url
 
     def worker(self) -> Proc:
         args = ["--queues", QUEUE, "--name", "w1", "--concurrency", "3"]
-        proc = self.start("w1", PYTHON, *RUNWORKER_EXITING, "-1", "0.3", *args)
+        proc = self.run(self.redis_url, "w1", [PYTHON, *RUNWORKER_EXITING, "-1", "0.3", *args],
+                        DATABASE_URL=database_url())  # fmt: skip
         wait_for(lambda: "worker=w1 started" in proc.output(), 20, "the worker to start", proc)
         return proc
 
     def mirror(self) -> Proc:
-        return self.start("mirror", PYTHON, str(PROJECT / "manage.py"), "runmirror")
-
-    def kill_all(self) -> None:
-        for proc in self.started:
-            if proc.popen.poll() is None:
-                proc.popen.kill()
-        for proc in self.started:
-            proc.popen.wait(timeout=10)
+        return self.manage(self.redis_url, "mirror", "runmirror", DATABASE_URL=database_url())
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ outside processes that get killed. Every subprocess is killed in the fixture tea
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -56,23 +56,21 @@ class Processes:
         self.tmp_path = tmp_path
         self.started: list[Proc] = []
 
-    def manage(self, redis_url: str, name: str, *args: str, **env_overrides: str) -> Proc:
+    def run(self, redis_url: str, name: str, command: Sequence[str], **env_overrides: str) -> Proc:
+        """Any command in the project's environment (manage_env), its output in `<name>.log`."""
         log = self.tmp_path / f"{name}.log"
         # The database mirror is not under test here: keep it out of the workers (it would need a migrated
         # database). The var dir holds the sqlite file of commands that do use the database.
         (self.tmp_path / "var").mkdir(exist_ok=True)
         env = manage_env(redis_url, self.tmp_path, JOBCONSOLE_MIRROR_IN_WORKER="0", **env_overrides)
         with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-            popen = subprocess.Popen(
-                [PYTHON, str(PROJECT / "manage.py"), *args],
-                cwd=PROJECT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+            popen = subprocess.Popen(list(command), cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
         proc = Proc(popen, log)
         self.started.append(proc)
         return proc
+
+    def manage(self, redis_url: str, name: str, *args: str, **env_overrides: str) -> Proc:
+        return self.run(redis_url, name, [PYTHON, str(PROJECT / "manage.py"), *args], **env_overrides)
 
     def worker(self, redis_url: str, queue: str, name: str, *extra: str, **env_overrides: str) -> Proc:
         """A runworker, returned once it has registered with Redis (so it claims what is enqueued next)."""
