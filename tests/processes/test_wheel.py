@@ -279,9 +279,9 @@ POLL_JS = """async () => {
 }"""
 
 
-def _healthy(base: str) -> bool:
+def _serving(base: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{base}/jobs/healthz", timeout=2) as response:
+        with urllib.request.urlopen(f"{base}/admin/login/", timeout=2) as response:
             return response.status == 200
     except OSError:
         return False
@@ -299,7 +299,6 @@ def test_an_operator_uses_the_adopted_console_in_chromium(adopted: AdoptedSite, 
     from playwright.sync_api import sync_playwright
 
     password = "operator-password-for-the-test"
-    assert adopted.manage("shell", "-c", OPERATOR % password).split()[-2] == "False"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "gunicorn.log"
@@ -312,7 +311,9 @@ def test_an_operator_uses_the_adopted_console_in_chromium(adopted: AdoptedSite, 
     shots = Screenshots(PROJECT / "var" / "screenshots" / "test_wheel.adopted_console")
     shutil.rmtree(shots.directory, ignore_errors=True)
     try:
-        wait_until(lambda: _healthy(base), 60, "gunicorn to serve /jobs/healthz", lambda: log.read_text())
+        # The operator's account, made while gunicorn starts.
+        assert adopted.manage("shell", "-c", OPERATOR % password).split()[-2] == "False"
+        wait_until(lambda: _serving(base), 60, "gunicorn to serve the login page", lambda: log.read_text())
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
             try:
