@@ -1,7 +1,8 @@
 """The console in a project that lists no finder, middleware or context processor of ours: plotly.js from the
 console's own URL (a year of caching, gzip), every chart page rendering with ManifestStaticFilesStorage and no
-manifest entry (DEBUG off), and times in the operator's zone. And this repository's `make run` (DEBUG on): the
-console's scripts and styles by hashed names, gzipped and immutable, as in production."""
+manifest entry (DEBUG off), times in the operator's zone, and live parts polling fragments without django-htmx's
+middleware. And this repository's `make run` (DEBUG on): the console's scripts and styles by hashed names, gzipped
+and immutable, as in production."""
 
 import gzip
 import re
@@ -74,6 +75,21 @@ def test_times_follow_the_cookie_without_the_middleware(engine_settings: Any, cl
     assert "JST" in browser.get("/scheduled/").content.decode()
     browser.cookies["jc_tz"] = "America/New_York"
     assert re.search(r"\bE[SD]T\b", browser.get("/scheduled/").content.decode())
+
+
+def test_live_parts_poll_fragments_without_django_htmx_middleware(engine_settings: Any, client: Any) -> None:
+    """The README lists no middleware, so `request.htmx` is missing in an adopting project: a live part's poll
+    answered the whole page, which htmx put inside the page (a second sidebar, the overview's charts twice)."""
+    engine_settings.MIDDLEWARE = [m for m in engine_settings.MIDDLEWARE if "htmx" not in m]
+    client.enqueue("examples.echo", {"x": 1})
+    browser = operator()
+    poll = {"HX-Request": "true"}
+    for url in ("/?part=live", "/?range=hour", "/queues/", "/running/", "/scheduled/", "/workers/"):
+        fragment = browser.get(url, headers=poll).content.decode()
+        assert "<html" not in fragment and 'class="sidebar"' not in fragment and 'hx-trigger="every' in fragment, url
+    charts = browser.get("/?range=hour", headers=poll).content.decode()
+    assert charts.count('class="chart') == 4 and 'id="overview-live"' not in charts
+    assert "<html" in browser.get("/?range=hour").content.decode()  # no header: the page
 
 
 def test_make_run_serves_the_console_files_hashed_gzipped_and_immutable(engine_settings: Any, tmp_path: Any) -> None:

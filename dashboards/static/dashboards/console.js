@@ -2,10 +2,16 @@
 (function () {
   "use strict";
 
-  // The operator's time zone, for the server to render exact times in (dashboards/middleware.py).
+  // The operator's time zone, for the server to render exact times in (dashboards/operator_time.py). A page
+  // its request rendered without the cookie, in another zone (the first one after a login), is fetched again
+  // once: by then the cookie is set, and it is not asked again, so a zone the server lacks cannot loop.
   var zone = (Intl.DateTimeFormat().resolvedOptions() || {}).timeZone;
   if (zone && document.cookie.indexOf("jc_tz=" + zone) === -1) {
     document.cookie = "jc_tz=" + zone + "; path=/; max-age=31536000; samesite=lax";
+    var rendered = document.documentElement.getAttribute("data-zone");
+    if (rendered && rendered !== zone && document.cookie.indexOf("jc_tz=" + zone) !== -1) {
+      window.location.replace(window.location.href);  // a GET, never a form posted again
+    }
   }
 
   // Relative ages ("3 min ago") stay current without asking the server.
