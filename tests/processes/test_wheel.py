@@ -197,6 +197,7 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(adopted: Ado
         "jobconsole/core/lua/claim.lua", "jobconsole/core/lua/_lib.lua", "jobconsole/migrations/0001_initial.py",
         "jobconsole/management/commands/runworker.py", "jobconsole/templates/admin/jobconsole/job/change_list.html",
         "dashboards/templates/dashboards/base.html", "dashboards/templates/dashboards/overview.html",
+        "dashboards/vendor/plotly-basic.min.js", "dashboards/vendor/plotly.js-LICENSE.txt",
     ):  # fmt: skip
         assert expected in names
     assert not [n for n in names if n.split("/")[0] in {"project", "tests", "chaos", "bench", "scripts"}]
@@ -209,7 +210,7 @@ def test_the_wheel_installs_into_a_fresh_project_and_runs_its_tasks(adopted: Ado
     assert metadata["Version"] == jobconsole.__version__ and metadata["License-Expression"] == "MIT"
     requires = metadata.get_all("Requires-Dist") or []
     runtime = {re.split(r"[\[<>=!; ]", r)[0].lower() for r in requires if "extra ==" not in r}
-    assert runtime == {"django", "redis", "python-ulid", "django-htmx", "plotly", "tqdm", "prometheus-client"}
+    assert runtime == {"django", "redis", "python-ulid", "django-htmx", "tqdm", "prometheus-client"}
     assert "redis[hiredis]" in " ".join(requires)  # hiredis once, through redis's extra
     assert set(metadata.get_all("Provides-Extra") or []) == {"postgres", "server", "otel"}
     classifiers = set(metadata.get_all("Classifier") or [])
