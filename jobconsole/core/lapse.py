@@ -80,7 +80,24 @@ class LapseWatch:
                 log.warning("recovered job=%s queue=%s reason=worker_gone worker=%s action=ended",
                             job_id, queue, lapsed.worker)  # fmt: skip
             total += len(requeued) + len(ended)
+        self.release_slots(lapsed.worker)
         self.store.taken_back(lapsed.worker, total)
         log.warning("worker=%s gone: no heartbeat for %.1fs; %d job(s) taken back", lapsed.worker, ago, total)
         self.taken_back += total
         return total
+
+    def release_slots(self, worker: str) -> None:
+        """Give back the concurrency-group slots the worker held (its jobs were just taken back), and wake the
+        queues that waited for one: a group need not wait for the slots' own leases."""
+        held = self.store.slots_held_by(worker)
+        if not held:
+            return
+        calls = [self.store.group_release_call(group, tokens, unused=False) for group, tokens in held.items()]
+        waiting: set[str] = set()
+        for group, reply in zip(held, self.store.run_many(calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            log.warning("worker=%s gone: %d slot(s) of group %s given back", worker, len(held[group]), group)
+            waiting.update(reply)
+        if waiting:
+            self.store.wake(waiting)

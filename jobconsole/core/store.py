@@ -500,6 +500,22 @@ class Store:
         args = [*self._head(queue), ttl_ms, worker_id, last_beat_ms]
         return Call("takeback", script_keys("takeback", queue, worker_id), args, _recovered)
 
+    def slots_held_by(self, holder: str) -> dict[str, list[str]]:
+        """The concurrency-group slots `holder` holds (group -> tokens), for a worker declared gone: a token is
+        '<holder>:<number>' (group_acquire.lua)."""
+        groups = sorted(cast(set[str], self.redis.smembers(keys.GROUPS)))
+        if not groups:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zrange(group_keys(group).slots, 0, -1)
+        head = holder + ":"
+        held = {
+            group: [t for t in tokens if t.startswith(head) and t[len(head) :].isdigit()]
+            for group, tokens in zip(groups, pipe.execute(), strict=True)
+        }
+        return {group: tokens for group, tokens in held.items() if tokens}
+
     def taken_back(self, worker_id: str, count: int) -> None:
         """The worker's jobs were taken back from every queue: it leaves `taking`, its record counts them."""
         self.run(Call("lapse", _fill("lapse", None, {}), ["done", WORKER_PREFIX, worker_id, count], _int))

@@ -157,3 +157,20 @@ def test_every_recoverer_watches_not_only_the_leader(r: "redis.Redis", client: C
     time.sleep(0.4)
     assert other.step() == 1  # not the leader, and still takes the job back
     wait_for(lambda: client.get(lease.id).state is JobState.QUEUED, timeout=1)
+
+
+def test_a_gone_workers_group_slots_are_given_back_at_once(r: "redis.Redis", client: Client) -> None:
+    from jobconsole.core.groups import Group
+    from jobconsole.core.keys import group_keys
+
+    client.define_group(Group("ext", connections=2))
+    store = Store(r, events_maxlen=1000)
+    _register(store, "dead", expiry_ms=300)
+    dead = store.group_acquire("ext", 1, holder="dead", lease_ms=LONG_LEASE_MS, queue="q").tokens
+    kept = store.group_acquire("ext", 1, holder="dead:system", lease_ms=LONG_LEASE_MS, queue="q").tokens
+    assert len(dead) == len(kept) == 1
+    assert store.group_acquire("ext", 1, holder="other", lease_ms=1000, queue="q").tokens == []  # full
+    time.sleep(0.4)
+    _watch(r).step()
+    assert r.zrange(group_keys("ext").slots, 0, -1) == kept  # only the gone worker's own slot came back
+    assert r.lrange(keys.queue_keys("q").wake, 0, -1)  # the queue that waited for a slot is woken
