@@ -174,3 +174,25 @@ def test_a_gone_workers_group_slots_are_given_back_at_once(r: "redis.Redis", cli
     _watch(r).step()
     assert r.zrange(group_keys("ext").slots, 0, -1) == kept  # only the gone worker's own slot came back
     assert r.lrange(keys.queue_keys("q").wake, 0, -1)  # the queue that waited for a slot is woken
+
+
+def test_a_job_does_not_begin_when_the_process_heartbeat_is_stale(r: "redis.Redis", client: Client) -> None:
+    """A worker frozen past two thirds of its expiry may have been declared gone, its jobs taken back whatever their
+    lease: a job it had prefetched is given back instead of begun (run_sync's gate)."""
+    from jobconsole.core.execution import Kind, run_sync
+    from jobconsole.core.worker.liveness import Liveness
+
+    store = Store(r, events_maxlen=1000)
+    liveness = Liveness(store, lambda: "w", expiry_s=3.0)
+    assert liveness.beat() and liveness.fresh()
+    liveness.last_ok -= 2.5  # the process was frozen: no beat accepted for 2.5 s
+    assert not liveness.fresh()
+    from jobconsole.core.execution import RunningJob
+
+    task = client.registry.find("t.ok")
+    assert task is not None
+    running = RunningJob(id="j", queue="q", token="w:1", task=task, attempt=1, max_retries=3, params={},
+                         context=None, lease_s=300.0, timeout_s=None, process_alive=liveness.fresh)  # fmt: skip
+    assert run_sync(running).kind is Kind.RELEASE and not running.began
+    liveness.beat()
+    assert run_sync(running).kind is not Kind.RELEASE and running.began

@@ -117,7 +117,7 @@ class Worker:
         self.heartbeats = Heartbeats(self.store, self.running, self.id, self.groups)
         self.launcher = Launcher(
             self.store, self.registry, self.running, self._results, self._threads, self.clock,
-            self.heartbeats.from_task, worker_id=self.id, hooks=hooks,
+            self.heartbeats.from_task, worker_id=self.id, hooks=hooks, process_alive=self.liveness.fresh,
         )  # fmt: skip
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,

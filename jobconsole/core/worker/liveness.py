@@ -28,6 +28,11 @@ class Liveness:
         self.gone = threading.Event()  # our id was declared gone: set here, cleared by the dispatcher's rename
         self.last_ok = time.monotonic()  # when the last beat was accepted
 
+    def fresh(self) -> bool:
+        """Our last accepted beat is recent enough (two thirds of the expiry: beats come every third) that no
+        recoverer can have declared us gone: a job leased to us may begin."""
+        return not self.gone.is_set() and time.monotonic() - self.last_ok < self.expiry_ms / 1000 * 2 / 3
+
     def beat(self) -> bool:
         """One heartbeat; False (and `gone` set) when the id was declared gone."""
         worker_id = self._worker_id()
