@@ -25,7 +25,8 @@ local limit, keep_ms, keep, silence, spare, stale =
   tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_ms()
 local seen = tonumber(redis.call('GET', KEYS[5]) or '')
-redis.call('SET', KEYS[5], now)
+-- Written at most every 250 ms, whatever the number of recoverers scanning: a silence is measured in seconds.
+if not seen or now - seen >= 250 then redis.call('SET', KEYS[5], now) end
 if seen and now - seen > silence then
   for _, id in ipairs(redis.call('ZRANGE', KEYS[1], '-inf', now + spare, 'BYSCORE')) do
     redis.call('ZADD', KEYS[1], 'GT', now + spare, id)
