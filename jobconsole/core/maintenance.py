@@ -88,7 +88,14 @@ class Maintenance:
     def step(self) -> int:
         """Watch the workers, then one pass over every queue if we lead; returns the number of jobs taken back,
         recovered or promoted."""
-        taken = self.watch_workers()
+        try:
+            taken = self.watch_workers()
+        except RETRYABLE_ERRORS:
+            raise
+        except Exception:
+            # A failing takeback (it is retried: the worker stays in `taking`) must not stop the leader's chores.
+            log.exception("maintenance: taking back the jobs of a gone worker failed")
+            taken = 0
         leader = self.is_leader()
         # Passes normally follow each other every `interval`; a longer gap means our calls to Redis blocked
         # or failed meanwhile (Redis frozen, restarting, unreachable), or this process got no CPU: recover.lua
