@@ -304,14 +304,14 @@ class Store:
         """Create `count` jobs and their edges in one step (lua/workflow.lua); `workflow_id` '' for a depends_on
         enqueue (no record). The raw reply: ['created', state...], ['exists'], ['taken', id] or
         ['missing', parent ref, id]."""
-        named = {"workflow": queue_keys(home).workflow(workflow_id)}
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
         args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
         return Call("workflow", _fill("workflow", None, named), args, _strings)
 
     def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
         """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
         the workflow is unknown."""
-        named = {"workflow": queue_keys(home).workflow(workflow_id)}
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
         reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), [self.events_maxlen, ttl_ms],
                               _ints))  # fmt: skip
         return reply[0], reply[1]

@@ -1,7 +1,7 @@
 #!lua
 -- Create a workflow: jobs and the edges between them, all or nothing (core/workflows.py, lua/_deps.lua).
 -- Also a plain enqueue with depends_on (one job, parents outside; no workflow record).
--- KEYS: workflow
+-- KEYS: wf_record
 -- USES: deps
 -- ARGV[1] workflow id ('' = none: a depends_on enqueue)  ARGV[2] name  ARGV[3] events maxlen
 -- ARGV[4] home queue (where the record lives)  ARGV[5] keep ms (the record's expiry)  ARGV[6] number of jobs

@@ -2,7 +2,7 @@
 -- Cancel a workflow: every member that has not started ends cancelled (none of them is released afterwards),
 -- a running member is asked to stop as cancel.lua asks; dependents outside the workflow (depends_on) are told
 -- of the cancelled members (lua/_deps.lua). Repeating it changes nothing more.
--- KEYS: workflow
+-- KEYS: wf_record
 -- USES: deps
 -- ARGV[1] events maxlen  ARGV[2] finished-job ttl ms
 -- Returns {cancelled, asked to stop}, or {-1, 0} when the workflow is unknown.
