@@ -6,7 +6,8 @@
 -- ARGV[1] workflow id ('' = none: a depends_on enqueue)  ARGV[2] name  ARGV[3] events maxlen
 -- ARGV[4] home queue (where the record lives)  ARGV[5] keep ms (the record's expiry)  ARGV[6] number of jobs
 -- then per job, parents before their dependents: queue, id, task, priority, delay_ms ('' none), run_at_ms
---   ('' none), step name, pass ('' | 'dict' | 'one' | 'list'), splice_at ('' none), number of parents, then per
+--   ('' none), step name, pass ('' | 'dict' | 'one' | 'list'), splice_at ('' none), when ('' | 'failure'),
+--   number of parents, then per
 --   parent: its ref ("<queue>|<id>"), policy ('cancel' | 'run'), its step name ('' outside the workflow);
 --   then n (number of extra field/value pairs) and n pairs stored on the job hash.
 -- Checks first, writes after: a job id already taken, or a parent outside the workflow that does not exist,
@@ -21,9 +22,10 @@ local jobs, mine = {}, {}
 local i = 7
 for _ = 1, n do
   local j = {queue = ARGV[i], id = ARGV[i + 1], task = ARGV[i + 2], priority = ARGV[i + 3], delay = ARGV[i + 4],
-             run_at = ARGV[i + 5], step = ARGV[i + 6], pass = ARGV[i + 7], splice = ARGV[i + 8], parents = {}}
-  local np = tonumber(ARGV[i + 9])
-  i = i + 10
+             run_at = ARGV[i + 5], step = ARGV[i + 6], pass = ARGV[i + 7], splice = ARGV[i + 8], when = ARGV[i + 9],
+             parents = {}}
+  local np = tonumber(ARGV[i + 10])
+  i = i + 11
   for p = 1, np do
     j.parents[p] = {ARGV[i], ARGV[i + 1], ARGV[i + 2]}
     i = i + 3
@@ -64,6 +66,7 @@ for _, j in ipairs(jobs) do
     if j.delay ~= '' then put('release_delay', j.delay) end
     if j.pass ~= '' then put('pass', j.pass) end
     if j.splice ~= '' then put('splice_at', j.splice) end
+    if j.when ~= '' then put('when', j.when) end
   end
   for f = j.fields[1], j.fields[2] do hset[#hset + 1] = ARGV[f] end
   redis.call(unpack(hset))
