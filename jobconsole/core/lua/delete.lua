@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- Delete a job that is not running (cancel it first), with its history.
--- KEYS: ready scheduled completed failed dead dropped cancelled unique events
+-- KEYS: unique events sets
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state ('' = any but running):
 -- a purge of dead letters deletes a job only while it is still dead.
 -- Returns 'deleted', 'missing' or 'is:<state>' (running, or not the expected state).
@@ -9,10 +9,9 @@ local expected = ARGV[4] or ''
 local job_key = prefix .. job_id
 local state = redis.call('HGET', job_key, 'state')
 if not state then return 'missing' end
-if state == 'running' or (expected ~= '' and state ~= expected) then return 'is:' .. state end
-unready(KEYS[1], job_key, job_id)
-for k = 2, 7 do redis.call('ZREM', KEYS[k], job_id) end
-release_unique(KEYS[8], job_key, job_id)
+if state == RUNNING or (expected ~= '' and state ~= expected) then return 'is:' .. state end
+leave_sets(job_key, job_id)
+release_unique(KEYS[1], job_key, job_id)
 redis.call('DEL', job_key, job_key .. ':attempts')
-emit(KEYS[9], maxlen, job_id, 'deleted', 'deleted', {'from', state})
+emit(KEYS[2], maxlen, job_id, 'deleted', 'deleted', {'from', state})
 return 'deleted'
