@@ -4,15 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobconsole', '0006_periodic_schedules'),
+        ("jobconsole", "0006_periodic_schedules"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='job',
-            name='state',
-            field=models.CharField(choices=[('scheduled', 'scheduled'), ('queued', 'queued'), ('running', 'running'), ('retrying', 'retrying'), ('completed', 'completed'), ('dead', 'dead'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('dropped', 'dropped'), ('waiting', 'waiting')], max_length=16),
+            model_name="job",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("scheduled", "scheduled"),
+                    ("queued", "queued"),
+                    ("running", "running"),
+                    ("retrying", "retrying"),
+                    ("completed", "completed"),
+                    ("dead", "dead"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("dropped", "dropped"),
+                    ("waiting", "waiting"),
+                ],
+                max_length=16,
+            ),
         ),
     ]
