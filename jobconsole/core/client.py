@@ -18,7 +18,8 @@ from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.priority import parse_priority
-from jobconsole.core.queries import Queries, QueueCounts
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
@@ -282,10 +283,10 @@ class Client:
         self.store.register_queues(queues)
         self._known_queues |= queues
 
-    # --- inspect (queries.py has the whole read API) ----------------------------------------------
+    # --- inspect (core/queries/ has the whole read API) -------------------------------------------
 
     def queues(self) -> list[str]:
-        return self.queries.queues()
+        return self.queries.queues.names()
 
     def materialize(self, queue: str) -> int:
         """Turn the queue's intake entries into jobs now (see drain_intake in _lib.lua); returns how many.
@@ -293,16 +294,16 @@ class Client:
         return self.store.drain(queue)
 
     def locate(self, job_id: str) -> str:
-        return self.queries.locate(job_id)
+        return self.queries.jobs.locate(job_id)
 
     def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
-        return self.queries.job(job_id, queue, history=history)
+        return self.queries.jobs.get(job_id, queue, history=history)
 
     def counts(self, queue: str) -> QueueCounts:
-        return self.queries.counts(queue)
+        return self.queries.queues.counts(queue)
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
-        return self.queries.job_ids(queue, state, limit)
+        return self.queries.jobs.ids_in(queue, state, limit)
 
     def job_queue(self, job_id: str, queue: str | None = None) -> str:
         """The queue holding a job, with its intake drained, so a script can act on the job."""
@@ -334,7 +335,7 @@ class Client:
         """The live job holding `unique_key` in a queue (or a registered task's queue), or None."""
         queue = self._unique_queue(queue_or_task)
         holder = self.store.unique_holder(queue, unique_key)
-        return self.queries.job(holder, queue) if holder else None
+        return self.queries.jobs.get(holder, queue) if holder else None
 
     def delete_unique(self, queue_or_task: str, unique_key: str) -> str | None:
         """Delete the job holding `unique_key` before it runs (Runqueue's "delete the reminder"); returns its id,
