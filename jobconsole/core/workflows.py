@@ -72,7 +72,7 @@ class Step:
 @dataclass(frozen=True)
 class WorkflowResult:
     workflow_id: str
-    queue: str  # where its record lives (the first step's queue): Queries.workflow, Client.cancel_workflow
+    queue: str  # where its record lives (the first step's queue): Queries.workflows.get, Client.cancel_workflow
     job_ids_by_step: dict[str, str]
     states_by_step: dict[str, JobState] = field(default_factory=dict)  # as created (empty when not created now)
     created: bool = True  # False: a workflow of this id existed already (a repeated call); nothing was written
@@ -88,7 +88,7 @@ class WorkflowStep:
 
 @dataclass(frozen=True)
 class WorkflowView:
-    """A workflow as Redis holds it now (`Queries.workflow`)."""
+    """A workflow as Redis holds it now (`Queries.workflows.get`)."""
 
     id: str
     name: str
@@ -116,7 +116,7 @@ class ParentLink:
 
 @dataclass(frozen=True)
 class JobLinks:
-    """A job's parents (in order) and dependents (`Queries.job_links`)."""
+    """A job's parents (in order) and dependents (`Queries.workflows.links`)."""
 
     parents: list[ParentLink]
     children: list[tuple[str, str]]  # (queue, job id)
