@@ -12,6 +12,7 @@ from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import STATE_OF_SET
+from jobconsole.core.workflows import JobLinks
 from jobconsole.models import Attempt as AttemptRow
 from jobconsole.models import BulkOperation, DeadLetter
 from jobconsole.models import Job as JobRow
@@ -112,6 +113,22 @@ SCHEMAS: dict[str, Schema] = {
             "worker": TEXT,
             "in_redis": boolean("false: Redis has dropped the job (retention); this is the database's copy"),
             "history": array(ref("Attempt")),
+            # Its links (docs/workflows.md), while Redis holds the job:
+            "workflow": nullable(obj({"id": TEXT, "step": TEXT}, ("id", "step"), "the workflow it is a step of")),
+            "parents": array(
+                obj(
+                    {
+                        "id": TEXT,
+                        "queue": TEXT,
+                        "step": TEXT,
+                        "policy": string(enum=["cancel", "run"]),
+                        "ended": string("the state the parent ended in, as this job saw it; '' while it has not"),
+                    },
+                    ("id", "queue", "policy", "ended"),
+                ),
+                "the jobs it waits (or waited) for, in order",
+            ),
+            "dependents": array(obj({"id": TEXT, "queue": TEXT}, ("id", "queue")), "the jobs waiting for it"),
         },
         ("id", "task", "queue", "state", "history", "in_redis"),
     ),
@@ -221,7 +238,12 @@ def attempt(a: LiveAttempt | AttemptRow) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def live_job(job: LiveJob) -> dict[str, Any]:
+def live_job(job: LiveJob, links: JobLinks | None = None) -> dict[str, Any]:
+    """A job Redis holds; `links`: its parents and dependents (None: it has neither)."""
+    workflow = {"id": job.raw["workflow"], "step": job.raw.get("step", "")} if job.raw.get("workflow") else None
+    parents = [{"id": p.job_id, "queue": p.queue, "step": p.step, "policy": p.policy, "ended": p.ended}
+               for p in links.parents] if links else []  # fmt: skip
+    dependents = [{"id": job_id, "queue": queue} for queue, job_id in links.children] if links else []
     return {
         "id": job.id, "task": job.task, "queue": job.queue, "state": str(job.state), "priority": job.priority,
         "attempts": job.attempts, "max_retries": job.max_retries, "version": job.version,
@@ -230,7 +252,8 @@ def live_job(job: LiveJob) -> dict[str, Any]:
         "last_error": _json_or_text(job.last_error_json), "enqueued_at": iso(job.enqueued_at),
         "run_at": iso(job.run_at), "started_at": iso(job.started_at), "finished_at": iso(job.finished_at),
         "heartbeat_at": iso(job.heartbeat_at), "worker": job.worker, "in_redis": True,
-        "history": [attempt(a) for a in job.history],
+        "history": [attempt(a) for a in job.history], "workflow": workflow, "parents": parents,
+        "dependents": dependents,
     }  # fmt: skip
 
 

@@ -1,11 +1,42 @@
 """Workflows and the links between jobs (core/workflows.py): a workflow's steps with their jobs' states now, and a
 job's parents and dependents."""
 
+from dataclasses import dataclass
 from typing import cast
 
+from jobconsole.core import keys
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.queries.base import Reader
-from jobconsole.core.workflows import JobLinks, WorkflowView, decode_links, decode_view, members
+from jobconsole.core.states import JobState
+from jobconsole.core.workflows import (
+    JobLinks,
+    ParentLink,
+    WorkflowView,
+    decode_links,
+    decode_view,
+    members,
+)
+
+
+@dataclass(frozen=True)
+class GraphStep:
+    """A step of a workflow with its job now: its task and state (both unknown once the job is gone: retention)
+    and the steps it waits for, each with its policy and how it ended as the step saw it."""
+
+    name: str
+    queue: str
+    job_id: str
+    task: str  # '' when the job is gone
+    state: JobState | None  # None: the job is gone
+    parents: list[ParentLink]
+
+
+@dataclass(frozen=True)
+class WorkflowGraph:
+    """A workflow with every step's job and links (`Workflows.graph`): what the HTTP API answers."""
+
+    view: WorkflowView
+    steps: list[GraphStep]
 
 
 class Workflows(Reader):
@@ -35,3 +66,35 @@ class Workflows(Reader):
         pipe.smembers(key + ":children")
         deps, ended, children = pipe.execute()
         return decode_links(deps, ended, children)
+
+    def locate(self, workflow_id: str) -> str | None:
+        """The queue holding a workflow's record (its first step's queue), None when no queue does: one EXISTS per
+        queue in one round trip, as Jobs.locate finds a job."""
+        queues = sorted(cast(set[str], self.redis.smembers(keys.QUEUES)))
+        pipe = self.redis.pipeline(transaction=False)
+        for q in queues:
+            pipe.exists(queue_keys(q).workflow(workflow_id))
+        return next((q for q, found in zip(queues, pipe.execute(), strict=True) if found), None)
+
+    def graph(self, workflow_id: str, queue: str) -> WorkflowGraph | None:
+        """A workflow's steps with each job's task, state and parents, in one round trip after the record (two
+        commands per step); None when unknown (or expired)."""
+        record = cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id)))
+        if not record:
+            return None
+        jobs = members(record)
+        for q in {q for q, _ in jobs}:
+            self._drain(q)
+        pipe = self.redis.pipeline(transaction=False)
+        for q, job_id in jobs:
+            key = queue_keys(q).job(job_id)
+            pipe.hmget(key, "state", "task")
+            pipe.hgetall(key + ":deps")
+        replies = iter(pipe.execute() if jobs else [])
+        found = [(next(replies), next(replies)) for _ in jobs]
+        view = decode_view(workflow_id, record, [state for (state, _), _ in found])
+        steps = [
+            GraphStep(s.name, s.queue, s.job_id, task or "", s.state, decode_links(deps, {}, ()).parents)
+            for s, ((_, task), deps) in zip(view.steps, found, strict=True)
+        ]
+        return WorkflowGraph(view, steps)

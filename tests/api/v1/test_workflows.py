@@ -1,0 +1,258 @@
+"""/api/v1/workflows: create (validated all or nothing, 422 naming the step), read, cancel, resubmit, with real
+workers on the test Redis; who may see and change a workflow; a job's links in its shape."""
+
+import re
+from typing import Any
+
+import pytest
+
+from jobconsole.engine import get_client
+from jobconsole.models import AuditLog
+from jobconsole_api.models import ApiToken
+from tests.api.v1.conftest import Api, problem
+from tests.mirror_fixtures import run_worker
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+WF_ID = "01JCZ4Y1V6Q2J8M3N4P5R6S7T9"
+DIAMOND = {
+    "name": "diamond",
+    "steps": [
+        {"name": "a", "task": "apitest.add", "params": {"a": 1, "b": 1}},
+        {"name": "b", "task": "apitest.add", "params": {"a": 10}, "after": ["a"]},
+        {"name": "c", "task": "apitest.add", "params": {"a": 100}, "after": {"a": "run"}},
+        {"name": "d", "task": "apitest.total", "after": ["b", "c"], "pass_results": "results"},
+    ],
+}
+
+
+def job_keys(r: Any) -> list[str]:
+    """Every job Redis holds (not their links' keys)."""
+    client = get_client()
+    for queue in client.queues():
+        client.materialize(queue)
+    return [k for k in r.scan_iter("jc:*:job:*") if re.search(r":job:[0-9A-Z]{26}$", k)]
+
+
+def create(api: Api, body: dict[str, Any], status: int = 201, **headers: str) -> dict[str, Any]:
+    response = api.post("/workflows", body, **headers)
+    assert response.status_code == status, response.content[:500]
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def test_a_diamond_is_created_read_and_runs_to_its_end(operator: Api, r: Any) -> None:
+    response = operator.post("/workflows", DIAMOND)
+    assert response.status_code == 201, response.content
+    made = response.json()
+    assert response["Location"] == f"/api/v1/workflows/{made['id']}"
+    assert made["status"] == "created" and made["name"] == "diamond" and made["queue"] == "apitest"
+    assert [(s["name"], s["state"], s["queue"]) for s in made["steps"]] == [
+        ("a", "queued", "apitest"), ("b", "waiting", "apitest"), ("c", "waiting", "apitest"),
+        ("d", "waiting", "apitest"),
+    ]  # fmt: skip
+    ids = {s["name"]: s["job_id"] for s in made["steps"]}
+
+    found = operator.get(f"/workflows/{made['id']}").json()
+    assert found["state"] == "active" and found["size"] == 4 and found["counts"] == {"queued": 1, "waiting": 3}
+    steps = {s["name"]: s for s in found["steps"]}
+    assert steps["d"]["parents"] == [{"step": "b", "job_id": ids["b"], "policy": "cancel"},
+                                     {"step": "c", "job_id": ids["c"], "policy": "cancel"}]  # fmt: skip
+    assert steps["c"]["parents"] == [{"step": "a", "job_id": ids["a"], "policy": "run"}]
+    assert steps["a"]["dependents"] == ["b", "c"] and steps["d"]["dependents"] == []
+    assert steps["a"]["task"] == "apitest.add" and found["created_at"].endswith("Z") and found["cancelled_at"] is None
+
+    # A job's shape shows its workflow and links.
+    job = operator.get(f"/jobs/{ids['b']}").json()
+    assert job["workflow"] == {"id": made["id"], "step": "b"} and job["state"] == "waiting"
+    assert job["parents"] == [{"id": ids["a"], "queue": "apitest", "step": "a", "policy": "cancel", "ended": ""}]
+    assert job["dependents"] == [{"id": ids["d"], "queue": "apitest"}]
+    plain = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()
+    shown = operator.get(f"/jobs/{plain['id']}").json()
+    assert shown["workflow"] is None and shown["parents"] == [] and shown["dependents"] == []
+
+    while run_worker(r, ["apitest"]):
+        pass
+    found = operator.get(f"/workflows/{made['id']}").json()
+    assert found["state"] == "completed" and found["counts"] == {"completed": 4}
+    d = operator.get(f"/jobs/{ids['d']}").json()
+    assert d["params"]["results"] == {"b": 10, "c": 100} and d["result"] == 110
+
+
+@pytest.mark.parametrize(
+    ("change", "step", "field", "says"),
+    [
+        (lambda s: s[1].update(task="apitest.nope"), "b", "steps[1].task", "Unknown task"),
+        (lambda s: s[1].update(params={"a": "ten"}), "b", "steps[1]", "a"),
+        (lambda s: s[1].update(params={"a": 1, "zz": 2}), "b", "steps[1]", "zz"),
+        (lambda s: s[0].update(after=["d"]), "a", "steps[0]", "a cycle"),
+        (lambda s: s[2].update(after=["nobody"]), "c", "steps[2]", "'nobody', which is not a step"),
+        (lambda s: s[2].update(name="b"), "b", "steps[1]", "two steps have this name"),
+        (lambda s: s[1].update(after=["b"]), "b", "steps[1]", "waits for itself"),
+        (lambda s: s[3].update(pass_results="nope"), "d", "steps[3]", "nope"),
+        (lambda s: s[0].update(pass_results="results"), "a", "steps[0]", "needs a parent"),
+        (lambda s: s[2].update(queue="nobody-serves-this"), "c", "steps[2].queue", "Unknown queue"),
+    ],
+)
+def test_a_bad_node_is_named_and_nothing_is_enqueued(
+    operator: Api, r: Any, change: Any, step: str, field: str, says: str
+) -> None:
+    steps = [dict(s) for s in DIAMOND["steps"]]  # type: ignore[union-attr]
+    change(steps)
+    found = problem(operator.post("/workflows", {"steps": steps}), 422)
+    [error] = found["errors"]
+    assert error["field"] == field and says in error["message"], found
+    assert found.get("step", step) == step and says in found["detail"]
+    assert job_keys(r) == [] and list(r.scan_iter("jc:*:wf:*")) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"steps": []}, "steps"),
+        ({"steps": [{"name": "a b", "task": "apitest.add", "params": {"a": 1}}]}, "steps[0].name"),
+        ({"steps": [{"name": "a", "task": "apitest.add", "params": {"a": 1}, "after": {"x": "maybe"}}]},
+         "steps[0].after"),
+        ({"steps": [{"name": "a", "task": "apitest.add", "params": {"a": 1}, "unique_key": "k"}]},
+         "steps[0].unique_key"),
+        ({"steps": [{"name": "a", "task": "apitest.add", "params": {"a": 1}}], "name": "x\ny"}, "name"),
+        ({"steps": [{"name": "a", "task": "apitest.add", "params": {"a": 1}}], "callbacks": {"on_fire": {}}},
+         "callbacks.on_fire"),
+    ],
+)  # fmt: skip
+def test_a_body_outside_the_schema_is_refused(operator: Api, r: Any, body: dict[str, Any], field: str) -> None:
+    found = problem(operator.post("/workflows", body), 422)
+    assert field in [e["field"] for e in found["errors"]], found
+    assert job_keys(r) == []
+
+
+def test_every_unknown_task_is_listed(operator: Api, r: Any) -> None:
+    steps = [{"name": "a", "task": "apitest.nope"}, {"name": "b", "task": "apitest.neither", "after": ["a"]}]
+    found = problem(operator.post("/workflows", {"steps": steps}), 422)
+    assert [e["field"] for e in found["errors"]] == ["steps[0].task", "steps[1].task"]
+    assert job_keys(r) == []
+
+
+def test_an_id_and_an_idempotency_key_make_a_retry_harmless(operator: Api, r: Any) -> None:
+    first = create(operator, {**DIAMOND, "id": WF_ID})
+    again = create(operator, {**DIAMOND, "id": WF_ID}, status=200)
+    assert again["status"] == "exists" and again["id"] == WF_ID
+    assert [s["job_id"] for s in again["steps"]] == [s["job_id"] for s in first["steps"]]
+    other = {"steps": [{"name": "x", "task": "apitest.add", "params": {"a": 1}}], "id": WF_ID}
+    assert "used before" in problem(operator.post("/workflows", other), 409)["detail"]
+    assert len(job_keys(r)) == 4
+
+    keyed = create(operator, DIAMOND, **{"Idempotency-Key": "wf-1"})
+    replay = operator.post("/workflows", DIAMOND, **{"Idempotency-Key": "wf-1"})
+    assert replay.status_code == 201 and replay["Idempotent-Replayed"] == "true"
+    assert replay.json()["id"] == keyed["id"] and len(job_keys(r)) == 8
+
+
+def test_callbacks_follow_sidekiqs_batches(operator: Api, r: Any) -> None:
+    body = {
+        "steps": [{"name": "ok", "task": "apitest.add", "params": {"a": 1}},
+                  {"name": "bad", "task": "apitest.boom", "queue": "apitest"}],
+        "callbacks": {"on_complete": {"task": "apitest.total", "pass_results": "results"},
+                      "on_success": {"task": "apitest.add", "params": {"a": 0}},
+                      "on_death": {"task": "apitest.add", "params": {"a": 7}}},
+    }  # fmt: skip
+    made = create(operator, body)
+    assert [s["name"] for s in made["steps"]] == ["ok", "bad", "on_complete", "on_success", "on_death"]
+    while run_worker(r, ["apitest"]):
+        pass
+    found = operator.get(f"/workflows/{made['id']}").json()
+    states = {s["name"]: s["state"] for s in found["steps"]}
+    assert states == {"ok": "completed", "bad": "dead", "on_complete": "completed", "on_success": "cancelled",
+                      "on_death": "completed"}, states  # fmt: skip
+    assert found["state"] == "failed"
+    ids = {s["name"]: s["job_id"] for s in found["steps"]}
+    assert operator.get(f"/jobs/{ids['on_complete']}").json()["params"]["results"] == {"ok": 1, "bad": None}
+
+
+def test_a_callback_named_as_a_step_is_refused(operator: Api, r: Any) -> None:
+    body = {"steps": [{"name": "on_death", "task": "apitest.add", "params": {"a": 1}}],
+            "callbacks": {"on_death": {"task": "apitest.add", "params": {"a": 2}}}}  # fmt: skip
+    found = problem(operator.post("/workflows", body), 422)
+    assert found["step"] == "on_death" and "two steps" in found["detail"] and job_keys(r) == []
+
+
+def test_cancel_cancels_what_has_not_run_and_is_audited(operator: Api, r: Any) -> None:
+    body = {"steps": [{"name": "later", "task": "apitest.add", "params": {"a": 1}, "delay": 600},
+                      {"name": "then", "task": "apitest.add", "params": {"a": 2}, "after": ["later"]}]}  # fmt: skip
+    made = create(operator, body)
+    response = operator.post(f"/workflows/{made['id']}/cancel", {"reason": "wrong day"})
+    assert response.status_code == 200, response.content
+    assert response.json()["cancelled"] == 2 and response.json()["asked"] == 0
+    found = operator.get(f"/workflows/{made['id']}").json()
+    assert found["state"] == "cancelled" and found["counts"] == {"cancelled": 2} and found["cancelled_at"]
+    record = AuditLog.objects.get(action="cancel_workflow")
+    assert record.actor == "api:ops" and record.reason == "wrong day" and record.filter == {"workflow": made["id"]}
+    assert record.count == 2
+    assert "cancelled" in problem(operator.post(f"/workflows/{made['id']}/resubmit"), 409)["detail"]
+
+
+def test_resubmit_brings_back_the_dead_and_the_workflow_goes_on(operator: Api, r: Any) -> None:
+    body = {"steps": [{"name": "bad", "task": "apitest.boom", "queue": "apitest"},
+                      {"name": "after", "task": "apitest.add", "params": {"a": 2}, "after": ["bad"]}]}  # fmt: skip
+    made = create(operator, body)
+    ids = {s["name"]: s["job_id"] for s in made["steps"]}
+    while run_worker(r, ["apitest"]):
+        pass
+    found = operator.get(f"/workflows/{made['id']}").json()
+    assert found["state"] == "failed" and found["counts"] == {"dead": 1, "cancelled": 1}
+
+    response = operator.post(f"/workflows/{made['id']}/resubmit", {"reason": "fixed", "reset_attempts": True})
+    assert response.status_code == 200, response.content
+    assert response.json()["done"] == 1 and response.json()["job_ids"] == [ids["bad"]]
+    found = operator.get(f"/workflows/{made['id']}").json()
+    assert {s["name"]: s["state"] for s in found["steps"]} == {"bad": "queued", "after": "waiting"}
+    assert found["state"] == "active"
+    record = AuditLog.objects.get(action="resubmit_workflow")
+    assert record.job_ids == [ids["bad"]] and record.count == 1 and record.detail["reset_attempts"] is True
+
+    nothing = operator.post(f"/workflows/{made['id']}/resubmit")  # nothing is dead now: harmless
+    assert nothing.status_code == 200 and nothing.json()["done"] == 0
+
+
+def test_a_workflow_is_its_submitters_own(submitter: Api, operator: Api, engine_settings: Any, r: Any) -> None:
+    made = create(submitter, DIAMOND)
+    path = f"/workflows/{made['id']}"
+    assert submitter.get(path).status_code == 200
+    first_job = made["steps"][0]["job_id"]
+    assert submitter.get(f"/jobs/{first_job}").status_code == 200  # its jobs are its own too
+
+    _, other_plain = ApiToken.objects.issue("other", "submit")
+    other = Api(other_plain, "other")
+    for response in (other.get(path), other.post(f"{path}/cancel"), other.post(f"{path}/resubmit")):
+        assert "No workflow" in problem(response, 404)["detail"]
+    # Its id sent again by another token tells nothing of it.
+    assert problem(other.post("/workflows", {**DIAMOND, "id": made["id"]}), 409)
+    _, reader_plain = ApiToken.objects.issue("reader", "read")
+    reader = Api(reader_plain, "reader")
+    assert reader.get(path).status_code == 200
+    assert problem(reader.post(f"{path}/cancel"), 403)
+    assert problem(reader.post("/workflows", DIAMOND), 403)
+
+    assert submitter.post(f"{path}/cancel").status_code == 200
+    assert operator.get(path).json()["state"] == "cancelled"
+
+
+def test_a_limited_token_creates_only_inside_its_limits(engine_settings: Any, r: Any) -> None:
+    _, plain = ApiToken.objects.issue("adder", "submit", tasks=["apitest.add"])
+    limited = Api(plain, "adder")
+    found = problem(limited.post("/workflows", DIAMOND), 403)
+    assert "steps[3] ('d')" in found["detail"] and found["step"] == "d"
+    assert job_keys(r) == []
+    body = {"steps": [s for s in DIAMOND["steps"] if s["name"] != "d"]}  # type: ignore[union-attr]
+    made = create(limited, body)
+    assert limited.get(f"/workflows/{made['id']}").status_code == 200
+
+    _, queue_plain = ApiToken.objects.issue("elsewhere", "operate", queues=["other"])
+    elsewhere = Api(queue_plain, "elsewhere")
+    assert problem(elsewhere.get(f"/workflows/{made['id']}"), 404)
+    assert problem(elsewhere.post("/workflows", body), 403)
+
+
+def test_an_unknown_workflow_is_a_404(operator: Api) -> None:
+    assert problem(operator.get(f"/workflows/{WF_ID}"), 404)
+    assert problem(operator.post(f"/workflows/{WF_ID}/cancel"), 404)
