@@ -57,6 +57,8 @@ LIMITED_QUEUE = "other"
 WORLD_QUEUES = ["apitest", "apitest.dead"]  # the queues of the jobs the world makes (tests/api/v1/tasks.py)
 WAITING = {"task": "apitest.add", "params": {"a": 1}, "delay": 600}  # scheduled: cancellable and editable
 UNIQUE_KEY = "matrix/reminder"
+WORKFLOW = {"steps": [{"name": "first", **WAITING}, {"name": "then", "task": "apitest.add", "params": {"a": 2},
+                                                    "after": ["first"]}]}  # fmt: skip
 
 
 @dataclass
@@ -129,6 +131,17 @@ class World:
 
     def unique_job(self) -> str:
         return str(self._once("unique", lambda: self.submit({**WAITING, "unique_key": UNIQUE_KEY})))
+
+    def workflow(self) -> str:
+        """A workflow of the queue apitest (its first step due in ten minutes, the second waiting for it), created
+        by the submit token through /api/v1: its own."""
+
+        def make() -> str:
+            response = self.api("submit").post(f"{V}/workflows", json.dumps(WORKFLOW), content_type="application/json")
+            assert response.status_code == 201, ("setting up: the submit token's workflow", response.content[:300])
+            return str(response.json()["id"])
+
+        return str(self._once("workflow", make))
 
     def mirrored(self) -> None:
         """Copy Redis's changes to the database (the job search and the dead-letter lists read the mirror)."""
@@ -343,6 +356,7 @@ def still_waiting(world: World, caller: str, response: Any) -> None:
 
 V = "/api/v1"
 JOB = "<str:job_id>"
+WF = "<str:workflow_id>"
 EDIT = {"expected_state": "scheduled", "expected_attempts": 0, "priority": 3}
 
 
@@ -383,6 +397,17 @@ ROWS: list[Row] = [
     Row("DELETE", f"{V}/unique", send("DELETE", f"{V}/unique", None, lambda w: w.unique_job(), queue="apitest",
                                       key=UNIQUE_KEY),
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: a single-job route (by key)"),
+    # --- /api/v1: workflows (a submit token's own are those it created; a limited token's, every step inside) ---
+    Row("POST", f"{V}/workflows", send("POST", f"{V}/workflows", WORKFLOW),
+        v1(201, submit=201, read=403, limited=403)),
+    Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.workflow()}"),
+        v1(200, submit=200, submit_other=404, read=200, limited=404)),
+    Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.workflow()}/cancel"),
+        v1(200, submit=200, submit_other=404, read=403, limited=404)),
+    # choice (the brief of the workflows API): a submit token resubmits its own workflow's failed steps, as it
+    # cancels it (a single job's retry is operate's).
+    Row("POST", f"{V}/workflows/{WF}/resubmit", send("POST", lambda w: f"{V}/workflows/{w.workflow()}/resubmit"),
+        v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: submit for its own workflow"),
     # --- /api/v1: queues, workers, flow ---
     Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200, task_limited=403),
         check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),

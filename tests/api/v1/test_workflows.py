@@ -9,13 +9,15 @@ import pytest
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog
 from jobconsole_api.models import ApiToken
+from jobconsole_api.v1.schema import validate
+from jobconsole_api.v1.shapes import SCHEMAS
 from tests.api.v1.conftest import Api, problem
 from tests.mirror_fixtures import run_worker
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 WF_ID = "01JCZ4Y1V6Q2J8M3N4P5R6S7T9"
-DIAMOND = {
+DIAMOND: dict[str, Any] = {
     "name": "diamond",
     "steps": [
         {"name": "a", "task": "apitest.add", "params": {"a": 1, "b": 1}},
@@ -34,8 +36,8 @@ def job_keys(r: Any) -> list[str]:
     return [k for k in r.scan_iter("jc:*:job:*") if re.search(r":job:[0-9A-Z]{26}$", k)]
 
 
-def create(api: Api, body: dict[str, Any], status: int = 201, **headers: str) -> dict[str, Any]:
-    response = api.post("/workflows", body, **headers)
+def create(api: Api, body: dict[str, Any], status: int = 201, key: str | None = None) -> dict[str, Any]:
+    response = api.post("/workflows", body, **({"Idempotency-Key": key} if key else {}))
     assert response.status_code == status, response.content[:500]
     found: dict[str, Any] = response.json()
     return found
@@ -52,8 +54,10 @@ def test_a_diamond_is_created_read_and_runs_to_its_end(operator: Api, r: Any) ->
         ("d", "waiting", "apitest"),
     ]  # fmt: skip
     ids = {s["name"]: s["job_id"] for s in made["steps"]}
+    assert validate(made, SCHEMAS["WorkflowCreated"]) == []
 
     found = operator.get(f"/workflows/{made['id']}").json()
+    assert validate(found, SCHEMAS["Workflow"]) == []
     assert found["state"] == "active" and found["size"] == 4 and found["counts"] == {"queued": 1, "waiting": 3}
     steps = {s["name"]: s for s in found["steps"]}
     assert steps["d"]["parents"] == [{"step": "b", "job_id": ids["b"], "policy": "cancel"},
@@ -67,6 +71,7 @@ def test_a_diamond_is_created_read_and_runs_to_its_end(operator: Api, r: Any) ->
     assert job["workflow"] == {"id": made["id"], "step": "b"} and job["state"] == "waiting"
     assert job["parents"] == [{"id": ids["a"], "queue": "apitest", "step": "a", "policy": "cancel", "ended": ""}]
     assert job["dependents"] == [{"id": ids["d"], "queue": "apitest"}]
+    assert validate(job, SCHEMAS["Job"]) == []
     plain = operator.post("/jobs", {"task": "apitest.add", "params": {"a": 1}}).json()
     shown = operator.get(f"/jobs/{plain['id']}").json()
     assert shown["workflow"] is None and shown["parents"] == [] and shown["dependents"] == []
@@ -97,7 +102,7 @@ def test_a_diamond_is_created_read_and_runs_to_its_end(operator: Api, r: Any) ->
 def test_a_bad_node_is_named_and_nothing_is_enqueued(
     operator: Api, r: Any, change: Any, step: str, field: str, says: str
 ) -> None:
-    steps = [dict(s) for s in DIAMOND["steps"]]  # type: ignore[union-attr]
+    steps = [dict(s) for s in DIAMOND["steps"]]
     change(steps)
     found = problem(operator.post("/workflows", {"steps": steps}), 422)
     [error] = found["errors"]
@@ -142,7 +147,7 @@ def test_an_id_and_an_idempotency_key_make_a_retry_harmless(operator: Api, r: An
     assert "used before" in problem(operator.post("/workflows", other), 409)["detail"]
     assert len(job_keys(r)) == 4
 
-    keyed = create(operator, DIAMOND, **{"Idempotency-Key": "wf-1"})
+    keyed = create(operator, DIAMOND, key="wf-1")
     replay = operator.post("/workflows", DIAMOND, **{"Idempotency-Key": "wf-1"})
     assert replay.status_code == 201 and replay["Idempotent-Replayed"] == "true"
     assert replay.json()["id"] == keyed["id"] and len(job_keys(r)) == 8
@@ -243,7 +248,7 @@ def test_a_limited_token_creates_only_inside_its_limits(engine_settings: Any, r:
     found = problem(limited.post("/workflows", DIAMOND), 403)
     assert "steps[3] ('d')" in found["detail"] and found["step"] == "d"
     assert job_keys(r) == []
-    body = {"steps": [s for s in DIAMOND["steps"] if s["name"] != "d"]}  # type: ignore[union-attr]
+    body = {"steps": [s for s in DIAMOND["steps"] if s["name"] != "d"]}
     made = create(limited, body)
     assert limited.get(f"/workflows/{made['id']}").status_code == 200
 
