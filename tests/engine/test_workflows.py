@@ -489,3 +489,27 @@ def test_a_workflow_with_a_run_at_and_priorities(r: "redis.Redis", client: Clien
     complete(r, "q2", lease.id, lease.token)
     b = client.get(made.job_ids_by_step["b"])
     assert b.state is JobState.SCHEDULED and b.run_at is not None and abs((b.run_at - later).total_seconds()) < 1
+
+
+def test_a_dependent_of_a_dead_and_a_completed_job_continues_when_the_dead_one_is_resubmitted(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    bad = client.enqueue("w.boom", {"tag": "bad"})
+    good = client.enqueue("w.add", {"x": 1})
+    run_all(r, registry)
+    child = client.enqueue("w.add", {"x": 2}, depends_on=[bad, good])
+    assert child.state is JobState.CANCELLED
+    r.hset(queue_keys("q").job(bad.id), mapping={"task": "w.add", "params": "{}"})  # fixed, as an operator would
+    client.requeue(bad.id)
+    assert client.get(child.id).state is JobState.WAITING
+    run_all(r, registry)
+    assert client.get(child.id).state is JobState.COMPLETED
+
+
+def test_a_deleted_dependent_leaves_nothing_behind_when_its_parent_ends(r: "redis.Redis", client: Client) -> None:
+    a = client.enqueue("w.add", {"x": 1})
+    b = client.enqueue("w.add", depends_on=[a])
+    client.delete(b.id)
+    [lease] = claim(r, "q")
+    complete(r, "q", lease.id, lease.token)
+    assert r.keys(f"*{b.id}*") == []

@@ -113,9 +113,9 @@ for _, j in ipairs(jobs) do
       if not known or DEP_ENDED[known] then ended[#ended + 1] = p[1] end
     end
     if #deps > 2 then redis.call(unpack(deps)) end
-    for _, ref in ipairs(ended) do
+    for _, ref in ipairs(ended) do  -- every one recorded, also after one cancelled it (a resubmit undoes that)
       local ph = redis.call('HMGET', (dep_job(ref)), 'state', 'result')
-      if DEP_ENDED[ph[1]] and dep_edge_ended(j.key, j.ref, ref, ph[1], ph[2] or 'null', now, maxlen) then break end
+      if DEP_ENDED[ph[1]] then dep_edge_ended(j.key, j.ref, ref, ph[1], ph[2] or 'null', now, maxlen) end
     end
     if #ended > 0 then state = redis.call('HGET', j.key, 'state') end
   end
