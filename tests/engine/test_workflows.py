@@ -513,3 +513,10 @@ def test_a_deleted_dependent_leaves_nothing_behind_when_its_parent_ends(r: "redi
     [lease] = claim(r, "q")
     complete(r, "q", lease.id, lease.token)
     assert r.keys(f"*{b.id}*") == []
+
+
+def test_a_parent_still_in_the_intake_is_found(r: "redis.Redis", client: Client) -> None:
+    a = client.enqueue("w.add", {"x": 1})  # no worker idle: one XADD to the queue's intake
+    assert r.xlen(queue_keys("q").intake) == 1
+    b = client.enqueue("w.add", depends_on=[("q", a.id)])
+    assert b.state is JobState.WAITING and r.xlen(queue_keys("q").intake) == 0
