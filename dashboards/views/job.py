@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from dashboards.job_detail import JobDetail, load
 from dashboards.job_edit import JobEditForm, editable
+from dashboards.job_links import job_links
 from dashboards.permissions import operate_required, purge_required, view_required
 from dashboards.rendering import page
 from jobconsole import actions as job_actions
@@ -49,7 +50,7 @@ def _offers(job: JobDetail) -> dict[str, bool]:
 
 def _render(request: HttpRequest, job: JobDetail, form: JobEditForm | None, status: int = 200) -> HttpResponse:
     context = {"job": job, "form": form, "offers": _offers(job),
-               "resubmit": job.job_state in job_actions.RESUBMITTABLE}  # fmt: skip
+               "resubmit": job.job_state in job_actions.RESUBMITTABLE, "links": job_links(job.id)}  # fmt: skip
     return page(request, "dashboards/job.html", "jobs", context, status=status)
 
 

@@ -19,6 +19,7 @@ from jobconsole.core.queries import Queries
 from jobconsole.core.states import WAITING_STATES, JobState
 from jobconsole.core.store import Store
 from jobconsole.core.streams import format_id
+from jobconsole.mirror import workflows
 from jobconsole.mirror.cursors import Cursors
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.restore import Restored, restore_lost_jobs
@@ -150,9 +151,11 @@ class Resync:
             ):
                 dead.append(letter)
         alive = [r[0] for r in rows if r[STATE] != JobState.DEAD]
+        linked = workflows.changes_for_resync(self.queries, [job.raw for job in read if job is not None])
         with transaction.atomic():
             self.leadership.fence()
             self.writer.write(rows, attempts, dead)
+            linked.save(synced)
             if alive:
                 DeadLetter.objects.filter(job_id__in=alive, resubmitted_at__isnull=True).update(resubmitted_at=synced)
         return {r[0] for r in rows}

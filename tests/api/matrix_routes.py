@@ -172,6 +172,23 @@ class World:
 
         return str(self._once("dead", make))
 
+    def workflow(self) -> str:
+        """A workflow of the queue apitest (b waits for a), mirrored (the workflow pages read the mirror)."""
+
+        def make() -> str:
+            from jobconsole.core import JobSpec
+            from jobconsole.core.workflows import Step
+            from jobconsole.engine import get_client
+
+            made = get_client().enqueue_workflow(
+                [Step("a", JobSpec(task="apitest.add", params={"a": 1})),
+                 Step("b", JobSpec(task="apitest.add", params={"a": 2}), after=["a"])], name="matrix",
+            )  # fmt: skip
+            self.mirrored()
+            return made.workflow_id
+
+        return str(self._once("workflow", make))
+
     # --- the rest ---
 
     def schedule(self) -> str:
@@ -556,6 +573,9 @@ ROWS: list[Row] = [
         form(lambda w: f"/jobs/{waiting(w)}/edit", {"params": '{"a": 2}', "priority": 1, "expected_state": "scheduled",
                                                     "expected_attempts": 0}),
         action()),
+    Row("GET", "/workflows/", get("/workflows/"), page()),
+    Row("GET", "/workflows/<str:workflow_id>/", get(lambda w: f"/workflows/{w.workflow()}/"), page()),
+    Row("POST", "/workflows/<str:workflow_id>/cancel", form(lambda w: f"/workflows/{w.workflow()}/cancel"), action()),
     Row("GET", "/running/", get("/running/"), page()),
     Row("GET", "/scheduled/", get("/scheduled/"), page()),
     Row("GET", "/schedules/", get("/schedules/"), page()),

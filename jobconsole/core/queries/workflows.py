@@ -1,6 +1,7 @@
 """Workflows and the links between jobs (core/workflows.py): a workflow's steps with their jobs' states now, and a
 job's parents and dependents."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -10,12 +11,12 @@ from jobconsole.core.queries.base import Reader
 from jobconsole.core.states import JobState
 from jobconsole.core.workflows import (
     JobLinks,
-    ParentLink,
     WorkflowView,
     decode_links,
     decode_view,
     members,
 )
+from jobconsole.core.workflows import ParentLink as StepParent  # (ParentLink here is the mirror's, below)
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class GraphStep:
     job_id: str
     task: str  # '' when the job is gone
     state: JobState | None  # None: the job is gone
-    parents: list[ParentLink]
+    parents: list[StepParent]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,24 @@ class WorkflowGraph:
 
     view: WorkflowView
     steps: list[GraphStep]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    id: str
+    queue: str
+    name: str
+    created_ms: int
+    size: int
+    cancelled_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLink:
+    parent_id: str
+    queue: str
+    policy: str
+    position: int
 
 
 class Workflows(Reader):
@@ -98,3 +117,37 @@ class Workflows(Reader):
             for s, ((_, task), deps) in zip(view.steps, found, strict=True)
         ]
         return WorkflowGraph(view, steps)
+
+    def records(self, workflows: Sequence[tuple[str, str]]) -> list[WorkflowRecord | None]:
+        """The records of (workflow id, its queue) pairs in one round trip, without their members' states (the
+        mirror's read); None for one Redis no longer holds (expired after its `keep`)."""
+        if not workflows:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for workflow_id, queue in workflows:
+            pipe.hmget(queue_keys(queue).workflow(workflow_id), ["name", "created_at", "size", "cancelled_at"])
+        out: list[WorkflowRecord | None] = []
+        for (workflow_id, queue), (name, created, size, cancelled) in zip(workflows, pipe.execute(), strict=True):
+            if created is None:
+                out.append(None)
+                continue
+            out.append(WorkflowRecord(workflow_id, queue, name or "", int(created), int(size or 0),
+                                      int(cancelled) if cancelled else None))  # fmt: skip
+        return out
+
+    def parents(self, jobs: Sequence[tuple[str, str]]) -> list[list[ParentLink]]:
+        """Each (queue, job id)'s parents in the order it lists them, in one round trip (the mirror's read)."""
+        if not jobs:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for queue, job_id in jobs:
+            pipe.hgetall(queue_keys(queue).job(job_id) + ":deps")
+        out: list[list[ParentLink]] = []
+        for deps in pipe.execute():
+            links: list[ParentLink] = []
+            for ref, value in deps.items():
+                queue, _, parent_id = ref.partition("|")
+                policy, index, _ = [*value.split("|", 2), "", ""][:3]
+                links.append(ParentLink(parent_id, queue, policy, int(index) if index.isdigit() else 0))
+            out.append(sorted(links, key=lambda link: link.position))
+        return out
