@@ -132,16 +132,16 @@ class World:
     def unique_job(self) -> str:
         return str(self._once("unique", lambda: self.submit({**WAITING, "unique_key": UNIQUE_KEY})))
 
-    def workflow(self) -> str:
+    def own_workflow(self) -> str:
         """A workflow of the queue apitest (its first step due in ten minutes, the second waiting for it), created
-        by the submit token through /api/v1: its own."""
+        by the submit token through /api/v1: its own (the console's rows use `workflow`, made by the engine)."""
 
         def make() -> str:
             response = self.api("submit").post(f"{V}/workflows", json.dumps(WORKFLOW), content_type="application/json")
             assert response.status_code == 201, ("setting up: the submit token's workflow", response.content[:300])
             return str(response.json()["id"])
 
-        return str(self._once("workflow", make))
+        return str(self._once("own_workflow", make))
 
     def mirrored(self) -> None:
         """Copy Redis's changes to the database (the job search and the dead-letter lists read the mirror)."""
@@ -417,13 +417,13 @@ ROWS: list[Row] = [
     # --- /api/v1: workflows (a submit token's own are those it created; a limited token's, every step inside) ---
     Row("POST", f"{V}/workflows", send("POST", f"{V}/workflows", WORKFLOW),
         v1(201, submit=201, read=403, limited=403)),
-    Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.workflow()}"),
+    Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.own_workflow()}"),
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
-    Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.workflow()}/cancel"),
+    Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/cancel"),
         v1(200, submit=200, submit_other=404, read=403, limited=404)),
     # choice (the brief of the workflows API): a submit token resubmits its own workflow's failed steps, as it
     # cancels it (a single job's retry is operate's).
-    Row("POST", f"{V}/workflows/{WF}/resubmit", send("POST", lambda w: f"{V}/workflows/{w.workflow()}/resubmit"),
+    Row("POST", f"{V}/workflows/{WF}/resubmit", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/resubmit"),
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: submit for its own workflow"),
     # --- /api/v1: queues, workers, flow ---
     Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200, task_limited=403),
