@@ -8,14 +8,15 @@ workflow whose every step is inside its limits, a submit token only the workflow
 jobs); anyone else gets the 404 of an unknown id. Cancel and resubmit follow a job's cancel: a submit token acts
 on its own workflows, an operate token on any.
 
-There is no list of workflows here: Redis keeps no index of them (a list would scan every key), and the database
-mirror of workflows is not there yet.
+The list reads the database mirror's Workflow rows (jobconsole/mirror/workflows.py): Redis keeps no index of
+workflows, and a list must not scan its keys. One workflow is read from Redis, as it is now.
 """
 
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 
 from jobconsole import audit
 from jobconsole.core import InvalidJob, RedisFull
@@ -38,14 +39,29 @@ from jobconsole.core.workflows import (
     Step,
 )
 from jobconsole.engine import get_client
+from jobconsole.mirror.workflows import summarise
+from jobconsole.models import Job as JobRow
+from jobconsole.models import Workflow
+from jobconsole.moments import from_micros, to_micros
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
-from jobconsole_api.v1.common import REASON
+from jobconsole_api.v1.common import REASON, page_of, paging
 from jobconsole_api.v1.jobs import JOB_SPEC, _known_queues, _redis_full, _spec
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
-from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, array, boolean, obj, ref, string
+from jobconsole_api.v1.schema import (
+    NAME_PATTERN,
+    ULID_PATTERN,
+    Schema,
+    array,
+    boolean,
+    nullable,
+    obj,
+    ref,
+    string,
+)
 
 MAX_NAME = 200
+GONE = "gone"  # WorkflowView.counts' key for steps whose job Redis dropped (retention)
 # What a step's job may say: a single job's options, but for a unique key (the engine refuses one in a workflow).
 SPEC_FIELDS = {k: v for k, v in JOB_SPEC["properties"].items() if k not in ("unique_key", "unique_until")}
 PASS_RESULTS = string(
@@ -111,6 +127,11 @@ CREATE_BODY = obj(
 )  # fmt: skip
 
 PARENT = obj({"step": string(), "job_id": string(), "policy": string()}, ("step", "job_id", "policy"))
+WORKFLOW_STATE = string(
+    "running (a step has not ended), completed (every step completed), cancelled (it was cancelled, and every step "
+    "ended), failed (every step ended, one did not complete)",
+    enum=[s.value for s in Workflow.State],
+)
 STEP_STATE = {"type": ["string", "null"], "description": "the job's state now; null once Redis dropped the job"}
 CREATED_STEP = obj({"name": string(), "job_id": string(), "queue": string(), "state": STEP_STATE},
                    ("name", "job_id", "queue", "state"))  # fmt: skip
@@ -130,11 +151,7 @@ SCHEMAS: dict[str, Schema] = {
             "id": string(),
             "name": string(),
             "queue": string("where its record lives (its first step's queue)"),
-            "state": string(
-                "active (a step has not ended), completed (every step completed), failed (every step ended, one "
-                "did not complete), cancelled (the workflow was cancelled)",
-                enum=["active", "completed", "failed", "cancelled"],
-            ),
+            "state": WORKFLOW_STATE,
             "created_at": shapes.TIME,
             "cancelled_at": shapes.TIME,
             "size": {"type": "integer"},
@@ -324,12 +341,9 @@ def visible_workflow(call: Call, workflow_id: str) -> WorkflowGraph:
 
 
 def workflow_state(graph: WorkflowGraph) -> str:
-    if graph.view.cancelled_at is not None:
-        return "cancelled"
-    known = [s.state for s in graph.steps if s.state is not None]
-    if any(not s.is_terminal for s in known):
-        return "active"
-    return "completed" if all(s is JobState.COMPLETED for s in known) else "failed"
+    """As the mirror's Workflow row says it (jobconsole/mirror/workflows.py), from the steps Redis still holds."""
+    counts = {state: n for state, n in graph.view.counts().items() if state != GONE}
+    return str(summarise(counts, graph.view.cancelled_at is not None))
 
 
 def workflow_shape(graph: WorkflowGraph) -> dict[str, Any]:
@@ -366,6 +380,89 @@ def get_workflow(call: Call) -> Reply:
     return Reply(200, workflow_shape(visible_workflow(call, call.params["workflow_id"])))
 
 
+# --- list (the database mirror's Workflow rows: Redis keeps no index of workflows) ---------------------------
+
+LIST_CURSOR = "^[0-9]{1,16}~[0-9A-Z]{1,26}$"  # the last row's creation (microseconds since the epoch) ~ its id
+
+
+def _listed(call: Call) -> QuerySet[Workflow]:
+    """The workflows the caller sees: a submit token those whose jobs it submitted, a limited token those whose
+    every job is inside its limits (as the mirror knows them)."""
+    caller = call.caller
+    rows = Workflow.objects.all()
+    if not caller.may_read_all:
+        own = JobRow.objects.filter(id__in=call.token.jobs.values("job_id")).exclude(workflow_id="")
+        rows = rows.filter(id__in=own.values("workflow_id"))
+    members = JobRow.objects.exclude(workflow_id="")
+    if caller.queue_limits:
+        rows = rows.filter(queue__in=sorted(caller.queue_limits))
+        outside = members.exclude(queue__in=sorted(caller.queue_limits))
+        rows = rows.exclude(id__in=outside.values("workflow_id"))
+    if caller.task_limits:
+        rows = rows.exclude(id__in=members.exclude(task__in=sorted(caller.task_limits)).values("workflow_id"))
+    return rows
+
+
+def workflow_row(row: Workflow) -> dict[str, Any]:
+    return {
+        "id": row.id, "name": row.name, "queue": row.queue, "state": row.state, "size": row.size,
+        "counts": row.counts or {}, "created_at": shapes.iso(row.created_at),
+        "cancelled_at": shapes.iso(row.cancelled_at), "finished_at": shapes.iso(row.finished_at),
+    }  # fmt: skip
+
+
+SCHEMAS["WorkflowSummary"] = obj(
+    {
+        "id": string(), "name": string(), "queue": string(), "state": WORKFLOW_STATE, "size": {"type": "integer"},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "its jobs by state, as the mirror copied them"},
+        "created_at": shapes.TIME, "cancelled_at": shapes.TIME,
+        "finished_at": nullable(string("when its last job ended (null while running)", format="date-time")),
+    },
+    ("id", "name", "queue", "state", "size", "counts", "created_at"),
+)  # fmt: skip
+shapes.SCHEMAS["WorkflowSummary"] = SCHEMAS["WorkflowSummary"]
+
+
+@operation(
+    "GET", "/workflows", operation_id="list_workflows", summary="List workflows", tag="workflows", scope="any",
+    params=(
+        Param("state", string(enum=[s.value for s in Workflow.State])),
+        Param("queue", string("the queue holding its record (its first step's)", pattern=NAME_PATTERN)),
+        Param("name", string("text inside its name (any case)", maxLength=MAX_NAME)),
+        *paging(LIST_CURSOR, "its creation in microseconds since the epoch ~ its id"),
+    ),
+    database_only=True,
+    responses={200: Response("A page of workflows, newest first.", page_of(ref("WorkflowSummary")))},
+)  # fmt: skip
+def list_workflows(call: Call) -> Reply:
+    """Workflows as the database mirror has them (a workflow created a moment ago may not be listed yet; GET
+    /workflows/{id} reads Redis), newest first, with their jobs counted by state. A submit token lists only the
+    workflows it created; a limited token only those whose every job is inside its limits (a `queue` outside
+    them: 403)."""
+    params = call.params
+    call.caller.check_queue(params.get("queue"))
+    rows = _listed(call)
+    if "state" in params:
+        rows = rows.filter(state=params["state"])
+    if "queue" in params:
+        rows = rows.filter(queue=params["queue"])
+    if "name" in params:
+        rows = rows.filter(name__icontains=params["name"])
+    if cursor := params.get("cursor"):
+        micros, _, last = cursor.partition("~")
+        at = from_micros(int(micros))
+        rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=last))
+    limit = params["limit"]
+    found = list(rows.filter(created_at__isnull=False).order_by("-created_at", "-id")[: limit + 1])
+    next_cursor = None
+    if len(found) > limit:
+        found = found[:limit]
+        last_row = found[-1]
+        next_cursor = f"{to_micros(last_row.created_at)}~{last_row.id}" if last_row.created_at else None
+    return Reply(200, {"items": [workflow_row(w) for w in found], "next_cursor": next_cursor})
+
+
 # --- cancel and resubmit ------------------------------------------------------------------------------------
 
 ACTION_BODY = obj({"reason": REASON})
@@ -391,9 +488,15 @@ def cancel(call: Call) -> Reply:
     view = graph.view
     cancelled, asked = get_client().cancel_workflow(view.id, view.queue)
     with transaction.atomic():
-        audit.record(call.actor, "cancel_workflow", queue=view.queue, filter={"workflow": view.id},
-                     count=cancelled + asked, reason=call.body.get("reason", ""),
-                     detail={"workflow": view.id, "cancelled": cancelled, "asked_to_stop": asked})  # fmt: skip
+        audit.record(
+            call.actor,
+            "workflow_cancel",
+            queue=view.queue,
+            filter={"workflow": [view.id]},
+            count=cancelled,
+            reason=call.body.get("reason", ""),
+            detail={"workflow": view.id, "name": view.name, "asked": asked},
+        )  # as the console's
     message = f"Workflow {view.id}: {cancelled} step(s) cancelled, {asked} running step(s) asked to stop."
     return Reply(200, {"id": view.id, "cancelled": cancelled, "asked": asked, "message": message})
 
@@ -422,12 +525,12 @@ def resubmit(call: Call) -> Reply:
     results = apply_batch(get_client(), BatchAction.RETRY, items, stamp=new_job_id(), reset_attempts=reset)
     done = [r.job_id for r in results if r.verdict in (Verdict.DONE, Verdict.ALREADY)]
     refused = {r.job_id: r.why for r in results if r.verdict not in (Verdict.DONE, Verdict.ALREADY)}
-    detail: dict[str, Any] = {"workflow": view.id, "reset_attempts": reset}
+    detail: dict[str, Any] = {"workflow": view.id, "name": view.name, "reset_attempts": reset}
     if refused:
         detail["refused"] = refused
     with transaction.atomic():
-        audit.record(call.actor, "resubmit_workflow", job_ids=[*done, *refused], queue=view.queue,
-                     filter={"workflow": view.id}, count=len(done), refused=len(refused),
+        audit.record(call.actor, "workflow_resubmit", job_ids=[*done, *refused], queue=view.queue,
+                     filter={"workflow": [view.id]}, count=len(done), refused=len(refused),
                      reason=call.body.get("reason", ""), detail=detail)  # fmt: skip
     left = f", {len(refused)} left alone (they moved on)" if refused else ""
     message = f"Workflow {view.id}: {len(done)} step(s) queued again{left}."

@@ -143,6 +143,12 @@ class World:
 
         return str(self._once("own_workflow", make))
 
+    def listed_own_workflow(self) -> str:
+        """The submit token's workflow, mirrored (the list of workflows reads the mirror)."""
+        workflow_id = self.own_workflow()
+        self.mirrored()
+        return workflow_id
+
     def mirrored(self) -> None:
         """Copy Redis's changes to the database (the job search and the dead-letter lists read the mirror)."""
         from jobconsole.mirror.loop import Mirror
@@ -417,6 +423,10 @@ ROWS: list[Row] = [
     # --- /api/v1: workflows (a submit token's own are those it created; a limited token's, every step inside) ---
     Row("POST", f"{V}/workflows", send("POST", f"{V}/workflows", WORKFLOW),
         v1(201, submit=201, read=403, limited=403)),
+    Row("GET", f"{V}/workflows", get(f"{V}/workflows", lambda w: w.listed_own_workflow()),
+        v1(200, submit=200, submit_other=200, read=200, limited=200), per_owner=True,
+        check=shows(lambda w: w.own_workflow(), to=OWNERS, not_to=OTHERS),
+        note="a submit token's own workflows, a limited token's whose every job is inside its limits"),
     Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.own_workflow()}"),
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
     Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/cancel"),

@@ -58,7 +58,7 @@ def test_a_diamond_is_created_read_and_runs_to_its_end(operator: Api, r: Any) ->
 
     found = operator.get(f"/workflows/{made['id']}").json()
     assert validate(found, SCHEMAS["Workflow"]) == []
-    assert found["state"] == "active" and found["size"] == 4 and found["counts"] == {"queued": 1, "waiting": 3}
+    assert found["state"] == "running" and found["size"] == 4 and found["counts"] == {"queued": 1, "waiting": 3}
     steps = {s["name"]: s for s in found["steps"]}
     assert steps["d"]["parents"] == [{"step": "b", "job_id": ids["b"], "policy": "cancel"},
                                      {"step": "c", "job_id": ids["c"], "policy": "cancel"}]  # fmt: skip
@@ -190,9 +190,9 @@ def test_cancel_cancels_what_has_not_run_and_is_audited(operator: Api, r: Any) -
     assert response.json()["cancelled"] == 2 and response.json()["asked"] == 0
     found = operator.get(f"/workflows/{made['id']}").json()
     assert found["state"] == "cancelled" and found["counts"] == {"cancelled": 2} and found["cancelled_at"]
-    record = AuditLog.objects.get(action="cancel_workflow")
-    assert record.actor == "api:ops" and record.reason == "wrong day" and record.filter == {"workflow": made["id"]}
-    assert record.count == 2
+    record = AuditLog.objects.get(action="workflow_cancel")
+    assert record.actor == "api:ops" and record.reason == "wrong day" and record.filter == {"workflow": [made["id"]]}
+    assert record.count == 2 and record.detail["asked"] == 0
     assert "cancelled" in problem(operator.post(f"/workflows/{made['id']}/resubmit"), 409)["detail"]
 
 
@@ -211,8 +211,8 @@ def test_resubmit_brings_back_the_dead_and_the_workflow_goes_on(operator: Api, r
     assert response.json()["done"] == 1 and response.json()["job_ids"] == [ids["bad"]]
     found = operator.get(f"/workflows/{made['id']}").json()
     assert {s["name"]: s["state"] for s in found["steps"]} == {"bad": "queued", "after": "waiting"}
-    assert found["state"] == "active"
-    record = AuditLog.objects.get(action="resubmit_workflow")
+    assert found["state"] == "running"
+    record = AuditLog.objects.get(action="workflow_resubmit")
     assert record.job_ids == [ids["bad"]] and record.count == 1 and record.detail["reset_attempts"] is True
 
     nothing = operator.post(f"/workflows/{made['id']}/resubmit")  # nothing is dead now: harmless
@@ -261,3 +261,49 @@ def test_a_limited_token_creates_only_inside_its_limits(engine_settings: Any, r:
 def test_an_unknown_workflow_is_a_404(operator: Api) -> None:
     assert problem(operator.get(f"/workflows/{WF_ID}"), 404)
     assert problem(operator.post(f"/workflows/{WF_ID}/cancel"), 404)
+
+
+def mirror_now(r: Any) -> None:
+    from jobconsole.mirror.loop import Mirror
+
+    mirror = Mirror(r, batch=200, block_ms=20, overlap=False)
+    try:
+        mirror.drain()
+    finally:
+        mirror.writer.close()
+
+
+def test_the_list_reads_the_mirror_and_shows_each_caller_its_own(
+    operator: Api, submitter: Api, engine_settings: Any, r: Any
+) -> None:
+    later = [{**DIAMOND["steps"][0], "delay": 600}, *DIAMOND["steps"][1:]]
+    first = create(operator, {"name": "first nightly", "steps": later})
+    second = create(operator, {"name": "second", "steps": [{"name": "x", "task": "apitest.boom", "queue": "apitest"}]})
+    own = create(submitter, {**DIAMOND, "name": "the producer's"})
+    run_worker(r, ["apitest"])  # the first waits for its delay; the second's x dies; the producer's completes
+    mirror_now(r)
+
+    page = operator.get("/workflows").json()
+    assert [w["id"] for w in page["items"]] == [own["id"], second["id"], first["id"]] and page["next_cursor"] is None
+    by_id = {w["id"]: w for w in page["items"]}
+    assert by_id[second["id"]]["state"] == "failed" and by_id[second["id"]]["counts"] == {"dead": 1}
+    assert by_id[first["id"]]["state"] == "running" and by_id[first["id"]]["size"] == 4
+    assert by_id[first["id"]]["counts"] == {"scheduled": 1, "waiting": 3}
+    assert by_id[own["id"]]["state"] == "completed" and by_id[own["id"]]["finished_at"]
+    assert validate(by_id[first["id"]], SCHEMAS["WorkflowSummary"]) == []
+
+    assert [w["id"] for w in operator.get("/workflows", state="failed").json()["items"]] == [second["id"]]
+    assert [w["id"] for w in operator.get("/workflows", name="NIGHTLY").json()["items"]] == [first["id"]]
+    one = operator.get("/workflows", limit=1).json()
+    rest = operator.get("/workflows", limit=5, cursor=one["next_cursor"]).json()
+    assert [w["id"] for w in one["items"] + rest["items"]] == [own["id"], second["id"], first["id"]]
+
+    assert [w["id"] for w in submitter.get("/workflows").json()["items"]] == [own["id"]]
+    _, plain = ApiToken.objects.issue("elsewhere", "read", queues=["other"])
+    elsewhere = Api(plain, "elsewhere")
+    assert elsewhere.get("/workflows").json()["items"] == []
+    assert problem(elsewhere.get("/workflows", queue="apitest"), 403)
+    _, plain = ApiToken.objects.issue("adder", "read", tasks=["apitest.add"])
+    adder = Api(plain, "adder")  # sees the workflows whose every job is apitest.add: none has only such jobs
+    assert adder.get("/workflows").json()["items"] == []
+    assert problem(operator.get("/workflows", cursor="nope"), 400)["errors"][0]["field"] == "cursor"
