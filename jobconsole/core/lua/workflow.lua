@@ -72,6 +72,11 @@ end
 local now = now_ms()
 local out = {'created'}
 local woken, ready, counts, has_kids = {}, {}, {}, {}
+for _, j in ipairs(jobs) do  -- a parent in this call gets its kids flag with its own hash
+  for _, p in ipairs(j.parents) do
+    if mine[p[1]] then has_kids[p[1]] = true end
+  end
+end
 local state_of = {}  -- a job of this call by ref: its state as written
 local extra = {'workflow', wf_id}
 for _, j in ipairs(jobs) do
@@ -87,6 +92,7 @@ for _, j in ipairs(jobs) do
   local function put(field, value) hset[#hset + 1] = field; hset[#hset + 1] = value end
   if wf_id ~= '' then put('workflow', wf_id); put('workflow_queue', home) end
   if j.step ~= '' then put('step', j.step) end
+  if has_kids[j.ref] then put('kids', '1') end
   if run_at then put('run_at', run_at) end
   if #j.parents > 0 then
     put('deps_n', #j.parents)
