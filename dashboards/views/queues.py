@@ -11,7 +11,7 @@ from dashboards.queue_status import live_workers, queue_statuses
 from dashboards.rendering import page
 from jobconsole import audit
 from jobconsole.core import InvalidJob, JobState
-from jobconsole.core.states import CONSOLE_ORDER
+from jobconsole.core.states import CONSOLE_ORDER, STATES
 from jobconsole.engine import get_client
 from jobconsole.models import Queue
 
@@ -46,7 +46,7 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, "That page link is no longer valid; showing the first page.")
         jobs = get_client().queries.jobs.page(name, state, limit=PAGE)
     [status] = queue_statuses([name], workers=live_workers())
-    context = {"queue": status, "state": state.value, "tabs": [s.value for s in TABS], "page": jobs}
+    context = {"queue": status, "state": state.value, "tabs": [(s.value, STATES[s].label) for s in TABS], "page": jobs}
     return page(request, "dashboards/queue.html", "queues", context, partial="live")
 
 

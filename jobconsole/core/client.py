@@ -180,8 +180,6 @@ class Client:
         )  # fmt: skip
         queues = {node.queue} | {q for q, _ in parents}
         self._check_slots(queues)
-        for queue in {q for q, _ in parents}:
-            self.store.drain(queue)  # a parent still an intake entry becomes a job hash the script can read
         reply = self._run_workflow(node.queue, "", "", 0, [node], queues)
         if reply[0] == "taken":
             known = self.queries.jobs.get(node.id, node.queue, history=False)

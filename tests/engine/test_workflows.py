@@ -2,6 +2,8 @@
 created all or nothing, dependents run after their parents, a failed parent cancels its dependents or lets them run,
 a resubmitted dead member continues its workflow, a workflow can be cancelled, results are passed."""
 
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from jobconsole.core import Client, JobSpec, JobState, JobStateConflict, TaskReg
 from jobconsole.core.compose import batch, chain, chord, group, job
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.store import Store
 from jobconsole.core.workflows import ARGS, ARGS_LIST, RUN, InvalidWorkflow, Step
 from tests.helpers import claim, complete, run_burst
 
@@ -422,3 +425,98 @@ def test_batch_callbacks(r: "redis.Redis", client: Client, registry: TaskRegistr
     assert sorted(t for t in LOG if t in ("complete", "success", "death")) == (
         ["complete", "death"] if fail else ["complete", "success"]
     )
+
+
+# --- every way a job ends releases its dependents -----------------------------------------------------------
+
+
+def test_a_parent_lost_with_its_worker_and_out_of_attempts_cancels_its_dependents(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    @registry.task(name="w.short", queue="q", visibility_timeout=0.05, max_retries=0)
+    def short() -> None:
+        pass
+
+    made = client.enqueue_workflow(
+        [Step("a", JobSpec(task="w.short")), Step("b", note("b"), after=["a"]),
+         Step("c", note("c"), after={"a": RUN})]
+    )  # fmt: skip
+    [lease] = claim(r, "q")  # its worker dies: the lease runs out
+    time.sleep(0.1)
+    recovered = Store(r).recover("q", limit=10, outage_ms=0, ttl_ms=0)
+    assert recovered.ended == [lease.id]
+    states = {s: client.get(i).state for s, i in made.job_ids_by_step.items()}
+    assert states == {"a": JobState.DEAD, "b": JobState.CANCELLED, "c": JobState.QUEUED}
+
+
+def test_a_dropped_parent_counts_as_failed(r: "redis.Redis", client: Client) -> None:
+    a = client.enqueue("w.add", {"x": 1})
+    b = client.enqueue("w.add", depends_on=[a])
+    [lease] = claim(r, "q")
+    store = Store(r)
+    assert store.run(store.release_call("q", lease.id, lease.token, "no such task here", drop=True))
+    assert client.get(b.id).state is JobState.CANCELLED
+
+
+def test_a_dependent_delay_counts_from_its_release(r: "redis.Redis", client: Client) -> None:
+    made = client.enqueue_workflow([Step("a", note("a")), Step("b", note("b", delay=60), after=["a"])])
+    [lease] = claim(r, "q2")
+    complete(r, "q2", lease.id, lease.token)
+    b = client.get(made.job_ids_by_step["b"])
+    assert b.state is JobState.SCHEDULED and b.run_at is not None
+    assert 55 < (b.run_at - client.queries.now()).total_seconds() <= 60
+
+
+def test_requeuing_a_cancelled_dependent_runs_it_with_the_results_it_has(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    made = client.enqueue_workflow(
+        [Step("ok", JobSpec(task="w.add", params={"x": 2})), Step("bad", JobSpec(task="w.boom")),
+         Step("after", note("after"), after=["ok", "bad"], pass_results="results")]
+    )  # fmt: skip
+    run_all(r, registry)
+    after = made.job_ids_by_step["after"]
+    assert client.get(after).state is JobState.CANCELLED
+    client.requeue(after)
+    run_all(r, registry)
+    assert client.get(after).result == {"tag": "after", "results": {"ok": 2, "bad": None}}
+
+
+def test_a_workflow_with_a_run_at_and_priorities(r: "redis.Redis", client: Client) -> None:
+    later = datetime.now(UTC) + timedelta(hours=1)
+    made = client.enqueue_workflow([Step("a", note("a", priority=5)), Step("b", note("b", run_at=later), after=["a"])])
+    [lease] = claim(r, "q2")
+    complete(r, "q2", lease.id, lease.token)
+    b = client.get(made.job_ids_by_step["b"])
+    assert b.state is JobState.SCHEDULED and b.run_at is not None and abs((b.run_at - later).total_seconds()) < 1
+
+
+def test_a_dependent_of_a_dead_and_a_completed_job_continues_when_the_dead_one_is_resubmitted(
+    r: "redis.Redis", client: Client, registry: TaskRegistry
+) -> None:
+    bad = client.enqueue("w.boom", {"tag": "bad"})
+    good = client.enqueue("w.add", {"x": 1})
+    run_all(r, registry)
+    child = client.enqueue("w.add", {"x": 2}, depends_on=[bad, good])
+    assert child.state is JobState.CANCELLED
+    r.hset(queue_keys("q").job(bad.id), mapping={"task": "w.add", "params": "{}"})  # fixed, as an operator would
+    client.requeue(bad.id)
+    assert client.get(child.id).state is JobState.WAITING
+    run_all(r, registry)
+    assert client.get(child.id).state is JobState.COMPLETED
+
+
+def test_a_deleted_dependent_leaves_nothing_behind_when_its_parent_ends(r: "redis.Redis", client: Client) -> None:
+    a = client.enqueue("w.add", {"x": 1})
+    b = client.enqueue("w.add", depends_on=[a])
+    client.delete(b.id)
+    [lease] = claim(r, "q")
+    complete(r, "q", lease.id, lease.token)
+    assert r.keys(f"*{b.id}*") == []
+
+
+def test_a_parent_still_in_the_intake_is_found(r: "redis.Redis", client: Client) -> None:
+    a = client.enqueue("w.add", {"x": 1})  # no worker idle: one XADD to the queue's intake
+    assert r.xlen(queue_keys("q").intake) == 1
+    b = client.enqueue("w.add", depends_on=[("q", a.id)])
+    assert b.state is JobState.WAITING and r.xlen(queue_keys("q").intake) == 0

@@ -121,8 +121,8 @@ def test_a_workflow_completes_exactly_once_per_step_while_workers_are_killed(
     r: "redis.Redis", redis_url: str, procs: Processes, tmp_path: Path  # noqa: F811
 ) -> None:  # fmt: skip
     chaos = Chaos(Client(r), tmp_path / "ledger", random.Random(29))
+    workers = start_workers(procs, redis_url, 3)  # all up before the workflow, so the kills land mid-workflow
     chaos.create()
-    workers = start_workers(procs, redis_url, 3)
     # Kill -9 a worker in the middle of running steps, up to five times, each replaced by a new one.
     kills = 0
     deadline = time.monotonic() + 40
@@ -153,8 +153,8 @@ def test_a_workflow_completes_exactly_once_per_step_across_redis_restarts(
     what a release wrote went in with the parent's end, or neither did."""
     r = connect(own_redis.url)
     chaos = Chaos(Client(r), tmp_path / "ledger", random.Random(5237))
-    chaos.create()
     workers = start_workers(procs, own_redis.url, 2)
+    chaos.create()
     for restart in range(2):
         wait_for(lambda: any(chaos.open_runs(w.pid) for w in workers), 30, "steps to run", *workers)
         time.sleep(chaos.rng.uniform(0.2, 0.8))

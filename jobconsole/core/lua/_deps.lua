@@ -142,8 +142,9 @@ end
 -- The edge from a parent to one dependent ended (state: the parent's end state, result its result JSON).
 -- Returns true when that cancelled the dependent (its own dependents are then told in turn).
 local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen)
-  if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
   local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass', 'when')
+  if not h[1] then return false end  -- deleted, or gone by retention: nothing to write for it
+  if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
   if h[3] and h[3] ~= '' then dep_piece(child_key, parent_ref, h[3], (state == COMPLETED) and result or 'null') end
   if h[1] ~= WAITING then return false end
   local _, cq, cid = dep_job(child_ref)

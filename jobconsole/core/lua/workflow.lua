@@ -38,6 +38,22 @@ for _ = 1, n do
   jobs[#jobs + 1] = j
   mine[j.ref] = true
 end
+-- Every queue involved drains its intake first: a parent outside may still be an intake entry, and jobs
+-- accepted before these go ahead of them (FIFO).
+do
+  local drained = {}
+  local function drain(queue)
+    if drained[queue] then return end
+    drained[queue] = true
+    local base = dep_base(queue)
+    drain_intake(base .. 'intake', base .. 'job:', base .. 'ready', base .. 'seq', base .. 'events', base .. 'stats',
+                 base .. 'active', maxlen)
+  end
+  for _, j in ipairs(jobs) do
+    drain(j.queue)
+    for _, p in ipairs(j.parents) do drain(string.match(p[1], '^([^|]+)|')) end
+  end
+end
 -- Checks: one EXISTS per 500 new ids (a taken one is then looked for), every parent outside the workflow.
 for first = 1, #jobs, 500 do
   local batch = {}
@@ -56,6 +72,11 @@ end
 local now = now_ms()
 local out = {'created'}
 local woken, ready, counts, has_kids = {}, {}, {}, {}
+for _, j in ipairs(jobs) do  -- a parent in this call gets its kids flag with its own hash
+  for _, p in ipairs(j.parents) do
+    if mine[p[1]] then has_kids[p[1]] = true end
+  end
+end
 local state_of = {}  -- a job of this call by ref: its state as written
 local extra = {'workflow', wf_id}
 for _, j in ipairs(jobs) do
@@ -71,6 +92,7 @@ for _, j in ipairs(jobs) do
   local function put(field, value) hset[#hset + 1] = field; hset[#hset + 1] = value end
   if wf_id ~= '' then put('workflow', wf_id); put('workflow_queue', home) end
   if j.step ~= '' then put('step', j.step) end
+  if has_kids[j.ref] then put('kids', '1') end
   if run_at then put('run_at', run_at) end
   if #j.parents > 0 then
     put('deps_n', #j.parents)
@@ -113,9 +135,9 @@ for _, j in ipairs(jobs) do
       if not known or DEP_ENDED[known] then ended[#ended + 1] = p[1] end
     end
     if #deps > 2 then redis.call(unpack(deps)) end
-    for _, ref in ipairs(ended) do
+    for _, ref in ipairs(ended) do  -- every one recorded, also after one cancelled it (a resubmit undoes that)
       local ph = redis.call('HMGET', (dep_job(ref)), 'state', 'result')
-      if DEP_ENDED[ph[1]] and dep_edge_ended(j.key, j.ref, ref, ph[1], ph[2] or 'null', now, maxlen) then break end
+      if DEP_ENDED[ph[1]] then dep_edge_ended(j.key, j.ref, ref, ph[1], ph[2] or 'null', now, maxlen) end
     end
     if #ended > 0 then state = redis.call('HGET', j.key, 'state') end
   end
