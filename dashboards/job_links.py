@@ -25,22 +25,22 @@ class Linked:
 
 
 def _rows(ids: list[str]) -> dict[str, dict[str, Any]]:
-    return {r["id"]: r for r in Job.objects.filter(id__in=ids).values("id", "step", "state", "task")}
+    return {r["id"]: dict(r) for r in Job.objects.filter(id__in=ids).values("id", "step", "state", "task")}
 
 
 def job_links(job_id: str) -> Linked:
-    row = Job.objects.filter(id=job_id).values("workflow_id", "step").first() or {}
-    out = Linked(workflow_id=row.get("workflow_id", ""), step=row.get("step", ""))
+    row = Job.objects.filter(id=job_id).values_list("workflow_id", "step").first() or ("", "")
+    out = Linked(workflow_id=row[0], step=row[1])
     if out.workflow_id:
         out.workflow = Workflow.objects.filter(id=out.workflow_id).first()
     parents = JobLink.objects.filter(child_id=job_id).order_by("position")
     out.parent_count = parents.count()
-    shown = list(parents.values("parent_id", "parent_queue", "policy")[:SHOWN])
-    found = _rows([p["parent_id"] for p in shown])
-    out.parents = [{**p, "job": found.get(p["parent_id"])} for p in shown]
+    ups: list[dict[str, Any]] = [dict(p) for p in parents.values("parent_id", "parent_queue", "policy")[:SHOWN]]
+    found = _rows([p["parent_id"] for p in ups])
+    out.parents = [{**p, "job": found.get(p["parent_id"])} for p in ups]
     dependents = JobLink.objects.filter(parent_id=job_id).order_by("child_id")
     out.dependent_count = dependents.count()
-    shown = list(dependents.values("child_id", "policy")[:SHOWN])
-    found = _rows([d["child_id"] for d in shown])
-    out.dependents = [{**d, "job": found.get(d["child_id"])} for d in shown]
+    downs: list[dict[str, Any]] = [dict(d) for d in dependents.values("child_id", "policy")[:SHOWN]]
+    found = _rows([d["child_id"] for d in downs])
+    out.dependents = [{**d, "job": found.get(d["child_id"])} for d in downs]
     return out

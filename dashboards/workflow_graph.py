@@ -17,7 +17,7 @@ from jobconsole.core.states import STATES, JobState
 
 COLLAPSE = 4
 MAX_PER_LAYER = 40
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 188, 54, 76, 18, 16
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 206, 54, 96, 18, 16
 _NUMBERED = re.compile(r"^(.*?)[._\-\[]?(\d+)\]?$")
 # A bar reads left to right: done, running, not run yet, then what did not complete.
 _ORDER = {
@@ -127,6 +127,9 @@ class Layout:
     width: int
     height: int
     collapsed: int  # how many nodes stand for more than one job
+    layer_of: dict[str, int]  # job id -> its layer
+    node_w: int = NODE_W
+    node_h: int = NODE_H
 
 
 def _tone(state: str) -> str:
@@ -145,7 +148,7 @@ def base(step: str) -> str:
     return m.group(1) if m and m.group(1) else step
 
 
-def _natural(text: str) -> list[object]:
+def natural(text: str) -> list[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
@@ -179,11 +182,11 @@ def layout(members: Sequence[Member], links: Sequence[tuple[str, str]]) -> Layou
         groups[(layer_of[m.id], base(m.step))].append(m)
     node_of: dict[str, Node] = {}
     by_layer: dict[int, list[Node]] = defaultdict(list)
-    for (layer, name), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _natural(kv[0][1]))):
+    for (layer, name), group in sorted(groups.items(), key=lambda kv: (kv[0][0], natural(kv[0][1]))):
         if len(group) >= COLLAPSE:
             nodes = [Node(f"{layer}:{name}", name, layer, group)]
         else:
-            nodes = [Node(m.id, m.step or m.id, layer, [m]) for m in sorted(group, key=lambda m: _natural(m.step))]
+            nodes = [Node(m.id, m.step or m.id, layer, [m]) for m in sorted(group, key=lambda m: natural(m.step))]
         for node in nodes:
             by_layer[layer].append(node)
             for m in node.members:
@@ -236,7 +239,7 @@ def layout(members: Sequence[Member], links: Sequence[tuple[str, str]]) -> Layou
             all_nodes.append(node)
     edges = [Edge(nodes_by_id[s], nodes_by_id[t], n) for (s, t), n in counts.items()]
     width = PAD * 2 + (max(by_layer, default=0) + 1) * NODE_W + max(by_layer, default=0) * GAP_X
-    return Layout(all_nodes, edges, int(width), int(height), sum(1 for n in all_nodes if n.count > 1))
+    return Layout(all_nodes, edges, int(width), int(height), sum(1 for n in all_nodes if n.count > 1), layer_of)
 
 
 def _segments(members: Sequence[Member]) -> list[Segment]:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from dashboards.filters import Filters
 from dashboards.permissions import operate_required, view_required
 from dashboards.rendering import page
-from dashboards.workflow_graph import Member, base, layout, segments
+from dashboards.workflow_graph import Member, base, layout, natural, segments
 from jobconsole import audit
 from jobconsole.core.states import JobState
 from jobconsole.engine import get_client
@@ -26,7 +26,7 @@ from jobconsole.models import Job, JobLink, Workflow
 from jobconsole.moments import to_utc
 
 PAGE = 50
-MEMBERS_PAGE = 100
+MEMBERS_PAGE = 50
 BAR = 100.0  # the list's bars are drawn in percent
 STATES = [s.value for s in Workflow.State]
 
@@ -102,7 +102,7 @@ def workflow_detail(request: HttpRequest, workflow_id: str) -> HttpResponse:
     listed = [m for m in members if (not step or base(m.step) == step or m.step == step)]
     if state in JobState._value2member_map_:
         listed = [m for m in listed if m.state == state]
-    listed.sort(key=lambda m: (base(m.step), len(m.step), m.step))
+    listed.sort(key=lambda m: (graph.layer_of.get(m.id, 0), natural(m.step)))  # parents first
     try:
         offset = max(int(request.GET.get("offset", "0")), 0)
     except ValueError:

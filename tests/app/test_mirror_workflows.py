@@ -93,3 +93,22 @@ def test_the_mirror_drains_a_fresh_start_with_workflows(client, r, engine_settin
     m.writer.close()
     assert JobLink.objects.filter(workflow_id=made.workflow_id).count() == 4
     assert Workflow.objects.get(id=made.workflow_id).counts == {"queued": 1, "waiting": 3}
+
+
+def test_database_retention_takes_a_workflow_with_its_last_job(client, mirror, r):
+    from datetime import UTC, datetime, timedelta
+
+    from jobconsole.cleaning import enforce_db_retention
+
+    made = _diamond(client, "old")
+    for _ in range(3):
+        run_worker(r, ["examples.echo"])
+    mirror.drain()
+    enforce_db_retention()
+    assert Workflow.objects.filter(id=made.workflow_id).exists()
+    Job.objects.filter(workflow_id=made.workflow_id).update(
+        in_redis=False, finished_at=datetime.now(UTC) - timedelta(days=400)
+    )
+    removed = enforce_db_retention()
+    assert removed["completed"] == 4 and removed["workflows"] == 1
+    assert not Workflow.objects.exists() and not JobLink.objects.exists()

@@ -27,7 +27,7 @@ from tests.browser.support import ConsoleUsers, LiveConsole, Proc, Visitor, Work
 PAGES = {"/": "Overview", "/queues/": "Queues", "/jobs/": "Jobs", "/running/": "Running",
          "/scheduled/": "Scheduled", "/dead/": "Dead letters", "/workers/": "Workers", "/tasks/": "Tasks",
          "/flow/": "Flow control", "/schedules/": "Schedules", "/bulk/": "Bulk operations",
-         "/audit/": "Audit log"}  # fmt: skip
+         "/audit/": "Audit log", "/workflows/": "Workflows"}  # fmt: skip
 CHARTS = ("chart-depth", "chart-throughput", "chart-wait", "chart-run")
 PHONE = {"width": 390, "height": 844}
 
