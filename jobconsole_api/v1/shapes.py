@@ -14,7 +14,7 @@ from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import STATE_OF_SET
 from jobconsole.core.workflows import JobLinks
 from jobconsole.models import Attempt as AttemptRow
-from jobconsole.models import BulkOperation, DeadLetter
+from jobconsole.models import BulkOperation, DeadLetter, JobLink
 from jobconsole.models import Job as JobRow
 from jobconsole_api.v1.schema import Schema, any_object, array, boolean, integer, nullable, number, obj, ref, string
 
@@ -113,7 +113,7 @@ SCHEMAS: dict[str, Schema] = {
             "worker": TEXT,
             "in_redis": boolean("false: Redis has dropped the job (retention); this is the database's copy"),
             "history": array(ref("Attempt")),
-            # Its links (docs/workflows.md), while Redis holds the job:
+            # Its links (docs/workflows.md); once Redis dropped the job, as the mirror kept them:
             "workflow": nullable(obj({"id": TEXT, "step": TEXT}, ("id", "step"), "the workflow it is a step of")),
             "parents": array(
                 obj(
@@ -257,6 +257,21 @@ def live_job(job: LiveJob, links: JobLinks | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def stored_links(row: JobRow) -> dict[str, Any]:
+    """A mirrored job's workflow, parents and dependents, from the mirror's rows (JobLink: written once, when the
+    mirror first saw the job; a parent's `ended` is not kept there: '')."""
+    parents = list(JobLink.objects.filter(child_id=row.id).order_by("position"))
+    children = list(JobLink.objects.filter(parent_id=row.id).order_by("child_id").values_list("child_id", flat=True))
+    known = dict(JobRow.objects.filter(id__in=[p.parent_id for p in parents] + children).values_list("id", "step"))
+    queues = dict(JobRow.objects.filter(id__in=children).values_list("id", "queue")) if children else {}
+    return {
+        "workflow": {"id": row.workflow_id, "step": row.step} if row.workflow_id else None,
+        "parents": [{"id": p.parent_id, "queue": p.parent_queue, "step": known.get(p.parent_id, ""),
+                     "policy": p.policy, "ended": ""} for p in parents],
+        "dependents": [{"id": child, "queue": queues.get(child, "")} for child in children],
+    }  # fmt: skip
+
+
 def stored_job(row: JobRow) -> dict[str, Any]:
     return {
         "id": row.id, "task": row.task, "queue": row.queue, "state": row.state, "priority": row.priority,
@@ -266,7 +281,7 @@ def stored_job(row: JobRow) -> dict[str, Any]:
         "last_error": _json_or_text(row.last_error), "enqueued_at": iso(row.enqueued_at), "run_at": iso(row.run_at),
         "started_at": iso(row.started_at), "finished_at": iso(row.finished_at),
         "heartbeat_at": iso(row.heartbeat_at), "worker": row.worker, "in_redis": False,
-        "history": [attempt(a) for a in row.history.order_by("number")],
+        "history": [attempt(a) for a in row.history.order_by("number")], **stored_links(row),
     }  # fmt: skip
 
 

@@ -41,7 +41,7 @@ from jobconsole.core.workflows import (
 from jobconsole.engine import get_client
 from jobconsole.mirror.workflows import summarise
 from jobconsole.models import Job as JobRow
-from jobconsole.models import Workflow
+from jobconsole.models import JobLink, Workflow
 from jobconsole.moments import from_micros, to_micros
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1 import shapes
@@ -155,6 +155,7 @@ SCHEMAS: dict[str, Schema] = {
             "created_at": shapes.TIME,
             "cancelled_at": shapes.TIME,
             "size": {"type": "integer"},
+            "in_redis": boolean("false: Redis has dropped its record; this is the database mirror's copy"),
             "counts": {
                 "type": "object",
                 "additionalProperties": {"type": "integer"},
@@ -329,14 +330,23 @@ def _may_see(call: Call, graph: WorkflowGraph) -> bool:
     return caller.may_read_all or _owns(call, [s.job_id for s in graph.steps])
 
 
-def visible_workflow(call: Call, workflow_id: str) -> WorkflowGraph:
-    """The workflow, once the caller may see it; else the 404 of an unknown id."""
-    workflow_id = workflow_id.upper()
+def live_workflow(workflow_id: str) -> WorkflowGraph | None:
+    """The workflow as Redis holds it, None when Redis holds no record of it."""
     queries = get_client().queries
     queue = queries.workflows.locate(workflow_id)
-    graph = queries.workflows.graph(workflow_id, queue) if queue is not None else None
+    return queries.workflows.graph(workflow_id, queue) if queue is not None else None
+
+
+def no_workflow(workflow_id: str) -> Problem:
+    return Problem(404, f"No workflow {workflow_id}.")
+
+
+def visible_workflow(call: Call, workflow_id: str) -> WorkflowGraph:
+    """The workflow Redis holds, once the caller may see it; else the 404 of an unknown id."""
+    workflow_id = workflow_id.upper()
+    graph = live_workflow(workflow_id)
     if graph is None or not _may_see(call, graph):
-        raise Problem(404, f"No workflow {workflow_id}.")
+        raise no_workflow(workflow_id)
     return graph
 
 
@@ -363,7 +373,44 @@ def workflow_shape(graph: WorkflowGraph) -> dict[str, Any]:
         "id": view.id, "name": view.name, "queue": view.queue, "state": workflow_state(graph),
         "created_at": shapes.iso(ms_to_datetime(view.created_at)),
         "cancelled_at": shapes.iso(ms_to_datetime(view.cancelled_at)), "size": len(steps), "counts": view.counts(),
-        "steps": steps,
+        "steps": steps, "in_redis": True,
+    }  # fmt: skip
+
+
+def stored_workflow(call: Call, workflow_id: str) -> dict[str, Any] | None:
+    """A workflow whose record Redis no longer holds (expired after its `keep`), as the mirror kept it: its row,
+    its jobs' rows (in creation order: a workflow's job ids are made in one batch, in its steps' order) and its
+    links; None when the mirror has none, or the caller may not see it (as for a live one)."""
+    row = Workflow.objects.filter(id=workflow_id).first()
+    if row is None:
+        return None
+    jobs = list(JobRow.objects.filter(workflow_id=workflow_id).order_by("id").values_list(
+        "id", "step", "queue", "task", "state"))  # fmt: skip
+    caller = call.caller
+    if caller.queue_limits and row.queue not in caller.queue_limits:
+        return None
+    if caller.limited and not all(caller.within(queue, task) for _, _, queue, task, _ in jobs):
+        return None
+    if not caller.may_read_all and not _owns(call, [job_id for job_id, *_ in jobs]):
+        return None
+    step_of = {job_id: step for job_id, step, *_ in jobs}
+    parents: dict[str, list[dict[str, str]]] = {job_id: [] for job_id, *_ in jobs}
+    dependents: dict[str, list[str]] = {job_id: [] for job_id, *_ in jobs}
+    links = JobLink.objects.filter(workflow_id=workflow_id).order_by("child_id", "position")
+    for child, parent, policy in links.values_list("child_id", "parent_id", "policy"):
+        if child in parents:
+            parents[child].append({"step": step_of.get(parent, ""), "job_id": parent, "policy": policy})
+        if parent in dependents and child in step_of:
+            dependents[parent].append(step_of[child])
+    steps = [
+        {"name": step, "job_id": job_id, "queue": queue, "task": task, "state": state, "parents": parents[job_id],
+         "dependents": dependents[job_id]}
+        for job_id, step, queue, task, state in jobs
+    ]  # fmt: skip
+    return {
+        "id": row.id, "name": row.name, "queue": row.queue, "state": row.state,
+        "created_at": shapes.iso(row.created_at), "cancelled_at": shapes.iso(row.cancelled_at), "size": row.size,
+        "counts": row.counts or {}, "steps": steps, "in_redis": False,
     }  # fmt: skip
 
 
@@ -375,9 +422,19 @@ def workflow_shape(graph: WorkflowGraph) -> dict[str, Any]:
 )  # fmt: skip
 def get_workflow(call: Call) -> Reply:
     """A workflow as Redis holds it now: its state, its steps counted by state, and each step's job with its
-    state, the steps it waits for (with each link's policy) and the steps waiting for it. A submit token sees only
-    the workflows it created; a limited token only those whose every step is inside its limits."""
-    return Reply(200, workflow_shape(visible_workflow(call, call.params["workflow_id"])))
+    state, the steps it waits for (with each link's policy) and the steps waiting for it; once Redis dropped its
+    record (30 days after its creation), as the database mirror kept it (`in_redis: false`). A submit token sees
+    only the workflows it created; a limited token only those whose every step is inside its limits."""
+    workflow_id = call.params["workflow_id"].upper()
+    graph = live_workflow(workflow_id)
+    if graph is not None:
+        if not _may_see(call, graph):
+            raise no_workflow(workflow_id)
+        return Reply(200, workflow_shape(graph))
+    stored = stored_workflow(call, workflow_id)
+    if stored is None:
+        raise no_workflow(workflow_id)
+    return Reply(200, stored)
 
 
 # --- list (the database mirror's Workflow rows: Redis keeps no index of workflows) ---------------------------

@@ -307,3 +307,32 @@ def test_the_list_reads_the_mirror_and_shows_each_caller_its_own(
     adder = Api(plain, "adder")  # sees the workflows whose every job is apitest.add: none has only such jobs
     assert adder.get("/workflows").json()["items"] == []
     assert problem(operator.get("/workflows", cursor="nope"), 400)["errors"][0]["field"] == "cursor"
+
+
+def test_once_redis_dropped_it_the_mirror_answers(operator: Api, submitter: Api, engine_settings: Any, r: Any) -> None:
+    made = create(submitter, DIAMOND)
+    ids = {s["name"]: s["job_id"] for s in made["steps"]}
+    while run_worker(r, ["apitest"]):
+        pass
+    mirror_now(r)
+    # Retention: the workflow's record expired and the jobs were dropped; the database keeps them.
+    for key in [*r.scan_iter(f"jc:*:wf:{made['id']}"), *r.scan_iter("jc:*:job:*")]:
+        r.delete(key)
+    found = submitter.get(f"/workflows/{made['id']}").json()
+    assert found["in_redis"] is False and found["state"] == "completed" and found["counts"] == {"completed": 4}
+    assert validate(found, SCHEMAS["Workflow"]) == []
+    steps = {s["name"]: s for s in found["steps"]}
+    assert [s["name"] for s in found["steps"]] == ["a", "b", "c", "d"]
+    assert steps["d"]["parents"] == [{"step": "b", "job_id": ids["b"], "policy": "cancel"},
+                                     {"step": "c", "job_id": ids["c"], "policy": "cancel"}]  # fmt: skip
+    assert steps["a"]["dependents"] == ["b", "c"] and steps["c"]["parents"][0]["policy"] == "run"
+
+    job = submitter.get(f"/jobs/{ids['b']}").json()
+    assert job["in_redis"] is False and job["workflow"] == {"id": made["id"], "step": "b"}
+    assert job["parents"] == [{"id": ids["a"], "queue": "apitest", "step": "a", "policy": "cancel", "ended": ""}]
+    assert job["dependents"] == [{"id": ids["d"], "queue": "apitest"}]
+    assert validate(job, SCHEMAS["Job"]) == []
+
+    _, plain = ApiToken.objects.issue("other", "submit")
+    assert problem(Api(plain, "other").get(f"/workflows/{made['id']}"), 404)  # still not another token's
+    assert problem(operator.post(f"/workflows/{made['id']}/cancel"), 404)  # nothing left in Redis to act on
