@@ -300,6 +300,7 @@ SEARCHED_BACK_TO = (
         Param("queue", string(pattern=NAME_PATTERN)),
         Param("task", string(pattern=NAME_PATTERN)),
         Param("id", string("one job by id", pattern=ULID_PATTERN)),
+        Param("workflow", string("the jobs of one workflow (its id)", pattern=ULID_PATTERN)),
         Param("unique_key", string(maxLength=MAX_UNIQUE_KEY)),
         Param("text", string("text inside the parameters (any case)", maxLength=200)),
         Param("after", string("enqueued at or after", format="date-time", maxLength=40)),
@@ -318,8 +319,9 @@ def search_jobs(call: Call) -> Reply:
     ago may not be listed yet; GET /jobs/{id} reads Redis). A submit token finds only its own jobs; a limited
     token only jobs inside its limits (a `queue` or `task` outside them: 403)."""
     filters: dict[str, Any] = {k: v for k, v in call.params.items() if k not in ("limit", "cursor")}
-    if "id" in filters:
-        filters["id"] = filters["id"].upper()
+    for name in ("id", "workflow"):
+        if name in filters:
+            filters[name] = filters[name].upper()
     for name in ("after", "before"):
         if name in filters:
             filters[name] = parse_datetime(filters[name])

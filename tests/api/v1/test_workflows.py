@@ -299,6 +299,11 @@ def test_the_list_reads_the_mirror_and_shows_each_caller_its_own(
     assert [w["id"] for w in one["items"] + rest["items"]] == [own["id"], second["id"], first["id"]]
 
     assert [w["id"] for w in submitter.get("/workflows").json()["items"]] == [own["id"]]
+    # The job search takes a workflow: its jobs (a submit token's own only).
+    jobs = operator.get("/jobs", workflow=first["id"].lower()).json()["items"]
+    assert sorted(j["id"] for j in jobs) == sorted(s["job_id"] for s in first["steps"])
+    assert submitter.get("/jobs", workflow=first["id"]).json()["items"] == []
+    assert len(submitter.get("/jobs", workflow=own["id"]).json()["items"]) == 4
     _, plain = ApiToken.objects.issue("elsewhere", "read", queues=["other"])
     elsewhere = Api(plain, "elsewhere")
     assert elsewhere.get("/workflows").json()["items"] == []
