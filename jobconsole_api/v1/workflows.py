@@ -280,13 +280,13 @@ def create(call: Call) -> Reply:
         raise _redis_full(exc) from None
     except InvalidJob as exc:  # InvalidWorkflow naming the step, or a name the engine refuses
         raise _invalid(body, exc) from None
-    order = [s.name for s in steps]
     if not made.created:
         graph = client.queries.workflows.graph(made.workflow_id, made.queue)
-        if graph is None or [s.name for s in graph.steps] != order or not _may_see(call, graph):
+        known = {s.name: s for s in graph.steps} if graph is not None else {}
+        if graph is None or set(known) != {s.name for s in steps} or not _may_see(call, graph):
             raise Problem(409, f"The id {made.workflow_id} was used before for another workflow.")
-        shown = [{"name": s.name, "job_id": s.job_id, "queue": s.queue, "state": _state(s.state)}
-                 for s in graph.steps]  # fmt: skip
+        shown = [{"name": s.name, "job_id": known[s.name].job_id, "queue": known[s.name].queue,
+                  "state": _state(known[s.name].state)} for s in steps]  # fmt: skip
         return Reply(200, _created(made.workflow_id, graph.view.name, made.queue, "exists", shown))
     call.caller.remember(list(made.job_ids_by_step.values()))
     shown = [{"name": s.name, "job_id": made.job_ids_by_step[s.name], "queue": _queue_of(client, s.spec),

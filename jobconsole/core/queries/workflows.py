@@ -34,7 +34,8 @@ class GraphStep:
 
 @dataclass(frozen=True)
 class WorkflowGraph:
-    """A workflow with every step's job and links (`Workflows.graph`): what the HTTP API answers."""
+    """A workflow with every step's job and links (`Workflows.graph`): what the HTTP API answers. `steps` in
+    creation order; `view.steps` as the record lists them."""
 
     view: WorkflowView
     steps: list[GraphStep]
@@ -116,7 +117,9 @@ class Workflows(Reader):
             GraphStep(s.name, s.queue, s.job_id, task or "", s.state, decode_links(deps, {}, ()).parents)
             for s, ((_, task), deps) in zip(view.steps, found, strict=True)
         ]
-        return WorkflowGraph(view, steps)
+        # In creation order (parents first): the record's fields come back in no set order once it is large, and
+        # a workflow's job ids are made in one increasing batch in that order (steps given ids of their own: by id).
+        return WorkflowGraph(view, sorted(steps, key=lambda s: s.job_id))
 
     def records(self, workflows: Sequence[tuple[str, str]]) -> list[WorkflowRecord | None]:
         """The records of (workflow id, its queue) pairs in one round trip, without their members' states (the

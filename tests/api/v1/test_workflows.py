@@ -341,3 +341,19 @@ def test_once_redis_dropped_it_the_mirror_answers(operator: Api, submitter: Api,
     _, plain = ApiToken.objects.issue("other", "submit")
     assert problem(Api(plain, "other").get(f"/workflows/{made['id']}"), 404)  # still not another token's
     assert problem(operator.post(f"/workflows/{made['id']}/cancel"), 404)  # nothing left in Redis to act on
+
+
+def test_a_large_workflow_keeps_its_order_and_its_id(operator: Api, r: Any) -> None:
+    """A record of hundreds of steps is a hash Redis lists in no set order: steps come back in creation order, and
+    the same id sent again is still the same workflow."""
+    steps = [{"name": f"m{i}", "task": "apitest.add", "params": {"a": i}} for i in range(300)]
+    body = {"id": WF_ID, "steps": steps, "callbacks": {"on_complete": {"task": "apitest.total",
+                                                                       "pass_results": "results"}}}  # fmt: skip
+    made = create(operator, body)
+    names = [f"m{i}" for i in range(300)] + ["on_complete"]
+    assert [s["name"] for s in made["steps"]] == names
+    again = create(operator, body, status=200)
+    assert again["steps"] == made["steps"]
+    found = operator.get(f"/workflows/{WF_ID}").json()
+    assert [s["name"] for s in found["steps"]] == names and found["counts"] == {"queued": 300, "waiting": 1}
+    assert len(found["steps"][-1]["parents"]) == 300 and found["steps"][0]["dependents"] == ["on_complete"]
