@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from jobconsole import audit
-from jobconsole.core import InvalidJob, RedisFull
+from jobconsole.core import InvalidJob, JobNotFound, RedisFull
 from jobconsole.core.batch import BatchAction, BatchItem, Verdict, apply_batch
 from jobconsole.core.client import JobSpec
 from jobconsole.core.ids import new_job_id
@@ -543,7 +543,10 @@ def cancel(call: Call) -> Reply:
     stop; nothing of the workflow starts afterwards. A submit token cancels only the workflows it created."""
     graph = visible_workflow(call, call.params["workflow_id"])
     view = graph.view
-    cancelled, asked = get_client().cancel_workflow(view.id, view.queue)
+    try:
+        cancelled, asked = get_client().cancel_workflow(view.id, view.queue)
+    except JobNotFound:  # its record expired since it was read
+        raise no_workflow(view.id) from None
     with transaction.atomic():
         audit.record(
             call.actor,
