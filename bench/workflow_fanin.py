@@ -43,6 +43,7 @@ def run(n: int, url: str) -> None:
     r.flushall()
     reg = registry()
     client = Client(r, reg)
+    client.store.load_scripts()  # as after any earlier call: the first call's NOSCRIPT would send it all twice
     flow = chord([JobSpec(task="b.member", params={"i": i}) for i in range(n)],
                  JobSpec(task="b.callback"), pass_results="results")  # fmt: skip
     before_mem = int(r.info("memory")["used_memory"])
