@@ -12,6 +12,7 @@ import re
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache, lru_cache
 
 from jobconsole.core.states import STATES, JobState
 
@@ -132,16 +133,19 @@ class Layout:
     node_h: int = NODE_H
 
 
+@cache
 def _tone(state: str) -> str:
     info = STATES.get(JobState(state)) if state in JobState._value2member_map_ else None
     return info.tone if info else "idle"
 
 
+@cache
 def _pending(state: str) -> bool:
     info = STATES.get(JobState(state)) if state in JobState._value2member_map_ else None
     return bool(info and info.waiting)
 
 
+@lru_cache(maxsize=65536)
 def base(step: str) -> str:
     """The step's name without its trailing number: the name its siblings in a fan-out share."""
     m = _NUMBERED.match(step)

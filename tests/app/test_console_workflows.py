@@ -147,3 +147,16 @@ def test_layout_layers_a_diamond_and_collapses_fan_outs():
     graph = layout(chain, [(f"c{i}", f"c{i + 1}") for i in range(5)])
     assert len(graph.nodes) == 6  # a chain's numbered steps are in different layers: never collapsed
     assert base("chord.header.12") == "chord.header" and base("export") == "export"
+
+
+def test_a_depends_on_job_shows_its_parent_and_the_parent_its_dependent(client, mirror, r):
+    parent = client.enqueue("examples.echo", {"order": 7})
+    child = client.enqueue("examples.echo", {"ship": 7}, depends_on=[parent], allow_dependency_failures=True)
+    mirror.drain()
+    browser = web(*VIEW)
+    page = browser.get(f"/jobs/{child.id}/").content.decode()
+    assert "Dependencies" in page and f'href="/jobs/{parent.id}/"' in page and "runs even if it fails" in page
+    assert f'href="/jobs/{child.id}/"' in browser.get(f"/jobs/{parent.id}/").content.decode()
+    plain = client.enqueue("examples.echo", {"alone": True})
+    mirror.drain()
+    assert 'id="workflow"' not in browser.get(f"/jobs/{plain.id}/").content.decode()
