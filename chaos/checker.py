@@ -18,6 +18,7 @@ from chaos.tasks import FLAKY_DELAY_CAP_S, FLAKY_DELAY_S, FLAKY_RETRIES, QUEUE, 
 from jobconsole.core.backoff import Backoff, retry_delay
 from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.states import STATES
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
 RETRY_BACKOFF_MAX_S = 5.0  # the dispatcher's longest wait between tries while Redis is unreachable (dispatcher.py)
@@ -160,10 +161,10 @@ def check(
     return report
 
 
-# Which set holds a job in each state; a drained queue has nothing in the first four.
-STATE_SETS = {"queued": "ready", "scheduled": "scheduled", "retrying": "scheduled", "running": "active",
-              "completed": "completed", "failed": "failed", "dead": "dead", "dropped": "dropped",
-              "cancelled": "cancelled"}  # fmt: skip
+# Which set holds a job in each state (the state table's); a drained queue has no job waiting or running.
+STATE_SETS = {s.value: info.zset for s, info in STATES.items()}
+# A job's links to other jobs (lua/_deps.lua) live beside its hash: not job hashes.
+LINK_SUFFIXES = (":deps", ":ended", ":results", ":children")
 
 
 LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # not finished: a job holds its unique key in these
@@ -174,13 +175,14 @@ def leftovers(r: "redis.Redis") -> list[str]:
     state or listed in another, a set member or attempt history without a job, intake entries nothing
     drained, unique keys held by finished jobs. Each is a description; a consistent queue yields none."""
     k = queue_keys(QUEUE)
-    members = {name: set(cast(list[str], r.zrange(getattr(k, name), 0, -1))) for name in set(STATE_SETS.values())}
+    members = {name: set(cast(list[str], r.zrange(k.sets[name], 0, -1))) for name in set(STATE_SETS.values())}
     for group in cast(set[str], r.smembers(k.groups)):  # jobs held for a concurrency group's slot are queued too
         members["ready"] |= set(cast(list[str], r.zrange(k.held(group), 0, -1)))
     hashes: set[str] = set()
     histories: set[str] = set()
     for key in r.scan_iter(match=k.job_prefix + "*", count=1000):
-        (histories if key.endswith(":attempts") else hashes).add(key)
+        if not key.endswith(LINK_SUFFIXES):
+            (histories if key.endswith(":attempts") else hashes).add(key)
     found: list[str] = []
     ids = sorted(key.removeprefix(k.job_prefix) for key in hashes)
     pipe = r.pipeline(transaction=False)

@@ -13,6 +13,7 @@ NAVIGATION = [
     ("overview", "Overview", "dashboards:overview"),
     ("queues", "Queues", "dashboards:queues"),
     ("jobs", "Jobs", "dashboards:jobs"),
+    ("workflows", "Workflows", "dashboards:workflows"),
     ("running", "Running", "dashboards:running"),
     ("scheduled", "Scheduled", "dashboards:scheduled"),
     ("schedules", "Schedules", "dashboards:schedules"),

@@ -17,6 +17,7 @@ from dashboards.views import (
     schedules,
     tasks,
     workers,
+    workflows,
 )
 
 app_name = "dashboards"
@@ -32,6 +33,9 @@ urlpatterns = [
     path("jobs/<str:job_id>/recover", job.job_recover, name="job_recover"),
     path("jobs/<str:job_id>/delete", job.job_delete, name="job_delete"),
     path("jobs/<str:job_id>/edit", job.job_edit, name="job_edit"),
+    path("workflows/", workflows.workflow_list, name="workflows"),
+    path("workflows/<str:workflow_id>/", workflows.workflow_detail, name="workflow"),
+    path("workflows/<str:workflow_id>/cancel", workflows.workflow_cancel, name="workflow_cancel"),
     path("running/", running.running, name="running"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),
     path("schedules/", schedules.schedule_list, name="schedules"),

@@ -43,6 +43,7 @@ from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import JobContext, JobNotFound, JobState, Retry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.job import Job
+from jobconsole.core.states import STATES
 from jobconsole.core.tasks import Task as EngineTask
 from jobconsole.engine import get_client
 
@@ -56,17 +57,7 @@ _NO_OP_OPTIONS = frozenset(
 
 PENDING, STARTED, RETRY, SUCCESS, FAILURE, REVOKED = "PENDING", "STARTED", "RETRY", "SUCCESS", "FAILURE", "REVOKED"
 READY_STATES = frozenset({SUCCESS, FAILURE, REVOKED})
-STATE_OF_JOB = {
-    JobState.SCHEDULED: PENDING,
-    JobState.QUEUED: PENDING,
-    JobState.RUNNING: STARTED,
-    JobState.RETRYING: RETRY,
-    JobState.COMPLETED: SUCCESS,
-    JobState.DEAD: FAILURE,
-    JobState.FAILED: FAILURE,
-    JobState.DROPPED: FAILURE,
-    JobState.CANCELLED: REVOKED,
-}
+STATE_OF_JOB = {state: info.celery for state, info in STATES.items()}  # the state table's `celery`
 
 
 class TaskError(Exception):

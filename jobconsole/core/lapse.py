@@ -61,7 +61,7 @@ class LapseWatch:
 
     def take_back(self, lapsed: Lapsed) -> int:
         """Every running job of the worker, from each queue it served (every queue when that is unknown)."""
-        queues = lapsed.queues or self.queries.queues()
+        queues = lapsed.queues or self.queries.queues.names()
         calls = [
             self.store.take_back_call(q, lapsed.worker, last_beat_ms=lapsed.last_beat_ms, ttl_ms=self.ttl_ms)
             for q in queues

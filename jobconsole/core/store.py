@@ -4,7 +4,7 @@ Nothing else runs a script or names a key of the write path. Each script's heade
 (``-- KEYS: active events drain``); `script_keys` fills those names in from `keys.py`, so the order of a
 script's keys is written once, in the script. Methods that callers batch into one round trip (a worker
 reports outcomes and claims together) also come as a `*_call` returning a `Call`, run with `run_many`.
-Readers (the console, the admin, the mirror, the cleaner) use `queries.py`.
+Readers (the console, the admin, the mirror, the cleaner) use `core/queries/`.
 """
 
 import json
@@ -74,10 +74,14 @@ def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
     for name in scripts.load(script).keys:
         if name == "drain" and k is not None:
             out += k.drain_keys
+        elif name == "sets" and k is not None:  # every state's set, in states.SET_NAMES order (always last)
+            out += k.sets.values()
         elif name in named:
             out.append(named[name])
         elif name in _GLOBAL:
             out.append(_GLOBAL[name])
+        elif k is not None and name in k.sets:
+            out.append(k.sets[name])
         elif k is not None and hasattr(k, name):
             out.append(getattr(k, name))
         else:
@@ -307,6 +311,26 @@ class Store:
         )  # fmt: skip
         return self.run(call)
 
+    # --- jobs that wait for other jobs (core/workflows.py, lua/_deps.lua) ----------------------------
+
+    def workflow_call(
+        self, home: str, workflow_id: str, *, name: str, keep_ms: int, count: int, blocks: Sequence[Arg]
+    ) -> Call[list[str]]:
+        """Create `count` jobs and their edges in one step (lua/workflow.lua); `workflow_id` '' for a depends_on
+        enqueue (no record). The raw reply: ['created', state...], ['exists'], ['taken', id] or
+        ['missing', parent ref, id]."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
+        return Call("workflow", _fill("workflow", None, named), args, _strings)
+
+    def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
+        """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
+        the workflow is unknown."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), [self.events_maxlen, ttl_ms],
+                              _ints))  # fmt: skip
+        return reply[0], reply[1]
+
     def set_paused(self, queue: str, paused: bool) -> bool:
         """True when the queue's state changed."""
         args = [self.events_maxlen, int(paused)]
@@ -527,12 +551,12 @@ class Store:
     def trim(self, queue: str, state: JobState, *, age_ms: int, limit: int) -> int:
         """Forget up to `limit` jobs that finished in `state` more than `age_ms` ago."""
         k = queue_keys(queue)
-        named = {"finished": k.terminal_sets[state.value]}
+        named = {"finished": k.state_set(state)}
         args = [*self._head(queue), age_ms, limit]
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
 
     def gauges_call(self, queue: str, *, grace_ms: int) -> Call[list[int]]:
-        """The raw reply of gauges.lua (read only): `Queries.gauges` decodes it."""
+        """The raw reply of gauges.lua (read only): `queries.queues.gauges` decodes it."""
         return Call("gauges", script_keys("gauges", queue), [queue_keys(queue).job_prefix, grace_ms], _ints)
 
     def trim_stats(self, queue: str, before_minute: int) -> int:

@@ -61,7 +61,7 @@ def test_a_lapsed_worker_loses_its_jobs_at_once_and_only_its_own(r: "redis.Redis
         assert heartbeat(r, "q", lease.id, lease.token) == 0
     assert set(r.zrange(k.active, 0, -1)) == {lease.id for lease in theirs}
     # The gone worker keeps its record (host, pid, queues, totals), with when and why; it can beat no more.
-    gone = {w.id: w for w in client.queries.workers()}["dead"]
+    gone = {w.id: w for w in client.queries.workers.all()}["dead"]
     assert gone.state == "gone" and gone.host == "h" and gone.pid == 7 and gone.queues == ["q"]
     assert gone.processed == 41 and gone.failed == 2 and gone.jobs_taken_back == 2
     assert gone.gone_at is not None and gone.gone_reason.startswith("no heartbeat for 0.")

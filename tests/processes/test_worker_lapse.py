@@ -60,7 +60,7 @@ def test_a_killed_workers_job_with_a_5_minute_lease_runs_again_within_5_s_and_on
     job = client.get(spared)
     assert job.state is JobState.RUNNING and job.attempts == 1 and job.worker == "survivor", job
     # The console's source: the victim is gone, with its host, pid, queues and why.
-    gone = {w.id: w for w in client.queries.workers()}["victim"]
+    gone = {w.id: w for w in client.queries.workers.all()}["victim"]
     assert gone.state == "gone" and gone.pid == victim.pid and gone.queues == [TASK] and gone.jobs_taken_back == 1
     assert gone.gone_reason.startswith("no heartbeat for ")
     assert gone.gone_at is not None and gone.gone_at.timestamp() - killed_at < GOAL_S
@@ -93,7 +93,7 @@ def test_a_worker_frozen_past_its_expiry_comes_back_to_a_refused_ack_under_a_new
     assert history(done) == [(1, "worker_lost", zombie.pid), (2, "completed", rescuer.pid)]
     assert ends(ledger, job_id) == [rescuer.pid]  # the zombie's run was stopped, never finished
     assert zombie.popen.poll() is None
-    workers = {w.id: w for w in client.queries.workers()}
+    workers = {w.id: w for w in client.queries.workers.all()}
     assert workers["zombie"].state == "gone"
     assert workers["zombie~2"].state == "running" and workers["zombie~2"].pid == zombie.pid
     # Under its new id it works: a new job may go to either worker, and completes once.

@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
 -- KEYS: active ready dead failed unique events wake seq stats cancelled
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
 -- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
 -- (0 = none)
@@ -30,11 +31,12 @@ local expired = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0
 for _, job_id in ipairs(expired) do
   local beat = tonumber(redis.call('HGET', prefix .. job_id, 'heartbeat_at'))
   local message = 'lease expired; last heartbeat ' .. (beat and (seconds_words(now - beat) .. ' before recovery') or 'unknown')
-  local done = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
   if done == 'requeued' then
     requeued[#requeued + 1] = job_id
   elseif done == 'ended' then
     ended[#ended + 1] = job_id
+    if kids == '1' then deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
   end
 end
 requeued[#requeued + 1] = '|'

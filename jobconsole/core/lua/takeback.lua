@@ -4,6 +4,7 @@
 -- is that worker; their token is cleared, so the worker, if it was only paused, cannot renew or acknowledge them
 -- when it comes back. Its idle registration and inbox go too, so no enqueue hands it another job.
 -- KEYS: active ready dead failed unique events wake seq stats cancelled idle inbox drain
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] worker id
 -- ARGV[5] Redis ms of its last heartbeat (0: unknown)
 -- Returns {requeued ids..., '|', ended ids...}.
@@ -24,11 +25,12 @@ local requeued, ended = {}, {}
 -- no index of their own, which keeps claims and acks, the hot path, free of one more write per job.
 for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if redis.call('HGET', prefix .. job_id, 'worker') == worker then
-    local done = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+    local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
     if done == 'requeued' then
       requeued[#requeued + 1] = job_id
     elseif done == 'ended' then
       ended[#ended + 1] = job_id
+      if kids == '1' then deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
     end
   end
 end
