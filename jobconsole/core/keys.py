@@ -38,6 +38,7 @@ class QueueKeys:
     dead: str
     dropped: str
     cancelled: str
+    waiting: str  # ZSET of jobs waiting for their parents (lua/_deps.lua), scored by enqueue ms
     paused: str
     unique: str
     events: str
@@ -60,6 +61,11 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
+
+    def workflow(self, workflow_id: str) -> str:
+        """HASH of a workflow whose first step is in this queue (core/workflows.py): id, name, queue, created_at,
+        size, cancelled_at, and `step:<name>` -> "<queue>|<job id>" per step."""
+        return self.job_prefix.removesuffix("job:") + "wf:" + workflow_id
 
     def attempts(self, job_id: str) -> str:
         return self.job_prefix + job_id + ":attempts"
@@ -99,6 +105,7 @@ def queue_keys(queue: str) -> QueueKeys:
                 "dead",
                 "dropped",
                 "cancelled",
+                "waiting",
                 "paused",
                 "unique",
                 "events",

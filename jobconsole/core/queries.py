@@ -23,6 +23,7 @@ from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.states import JobState
 from jobconsole.core.store import Store
+from jobconsole.core.workflows import WorkflowView, decode_view, members
 
 PAGE_MAX = 1000
 
@@ -153,6 +154,8 @@ def _state_key(k: QueueKeys, state: JobState) -> str:
         return k.scheduled
     if state is JobState.RUNNING:
         return k.active
+    if state is JobState.WAITING:
+        return k.waiting
     return k.terminal_sets[state.value]
 
 
@@ -387,6 +390,23 @@ class Queries:
         for queue, job_id in jobs:
             pipe.lrange(queue_keys(queue).attempts(job_id), 0, -1)
         return [[Attempt.from_json(a) for a in entries] for entries in pipe.execute()]
+
+    def workflow_members(self, workflow_id: str, queue: str) -> list[tuple[str, str]]:
+        """(queue, job id) of each step of a workflow (`queue`: its WorkflowResult.queue); [] when unknown."""
+        return members(cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id))))
+
+    def workflow(self, workflow_id: str, queue: str) -> WorkflowView | None:
+        """A workflow's steps and the state of each step's job now, or None when unknown (or expired)."""
+        record = cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id)))
+        if not record:
+            return None
+        jobs = members(record)
+        for q in {q for q, _ in jobs}:
+            self._drain(q)
+        pipe = self.redis.pipeline(transaction=False)
+        for q, job_id in jobs:
+            pipe.hget(queue_keys(q).job(job_id), "state")
+        return decode_view(workflow_id, record, pipe.execute() if jobs else [])
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
         """Ids in one state's set, oldest first (running: by lease deadline; queued: in claim order). Scheduled

@@ -23,11 +23,15 @@ import redis
 from redis.exceptions import NoScriptError
 
 from jobconsole.core import cluster
+from jobconsole.core.keys import PREFIX
 from jobconsole.core.metrics import LUA_CONSTANTS
 from jobconsole.core.wire import Wire
 
 LUA_DIR = Path(__file__).with_name("lua")
 KEYS_LINE = "-- KEYS:"  # each script's header names its KEYS in order; store.py fills them in by name
+# A script whose header has this line also gets lua/_deps.lua (jobs that wait for other jobs) after _lib.lua,
+# with the key root its helpers build other jobs' keys from; the others pay nothing for it.
+USES_DEPS_LINE = "-- USES: deps"
 
 type Arg = str | int | float
 type Call = tuple[str, Sequence[str], Sequence[Arg]]
@@ -50,7 +54,10 @@ def load(name: str) -> Script:
     if len(declared) != 1:
         raise ValueError(f"lua/{name}.lua must declare its keys in one '{KEYS_LINE} name name ...' line")
     # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
-    source = f"{shebang}\n{LUA_CONSTANTS}{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
+    lib = (LUA_DIR / "_lib.lua").read_text()
+    if USES_DEPS_LINE in body.splitlines():
+        lib += f"local KEY_ROOT = '{PREFIX}:'  -- jobconsole/core/keys.py\n{(LUA_DIR / '_deps.lua').read_text()}"
+    source = f"{shebang}\n{LUA_CONSTANTS}{lib}\n{body}"
     keys = tuple(declared[0].removeprefix(KEYS_LINE).split())
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), keys)
 

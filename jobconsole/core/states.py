@@ -13,6 +13,7 @@ class JobState(StrEnum):
     FAILED = "failed"  # as dead, for tasks whose dead_letter_policy is "discard"; expires like completed
     CANCELLED = "cancelled"
     DROPPED = "dropped"  # a worker claimed it but has no such task registered; kept, can be requeued
+    WAITING = "waiting"  # waits for its parent jobs to end (core/workflows.py); then queued or scheduled
 
     @property
     def is_terminal(self) -> bool:
@@ -39,6 +40,7 @@ JOBBERS_STATUS: dict[JobState, str] = {
     JobState.FAILED: "failed",
     JobState.CANCELLED: "cancelled",
     JobState.DROPPED: "dropped",
+    JobState.WAITING: "scheduled",
 }
 GO_SCHEDULER_STATUS: dict[JobState, str] = {
     JobState.QUEUED: "PENDING",
@@ -50,4 +52,5 @@ GO_SCHEDULER_STATUS: dict[JobState, str] = {
     JobState.FAILED: "FAILED",
     JobState.CANCELLED: "FAILED",
     JobState.DROPPED: "FAILED",
+    JobState.WAITING: "PENDING",
 }

@@ -296,6 +296,26 @@ class Store:
         )  # fmt: skip
         return self.run(call)
 
+    # --- jobs that wait for other jobs (core/workflows.py, lua/_deps.lua) ----------------------------
+
+    def workflow_call(
+        self, home: str, workflow_id: str, *, name: str, keep_ms: int, count: int, blocks: Sequence[Arg]
+    ) -> Call[list[str]]:
+        """Create `count` jobs and their edges in one step (lua/workflow.lua); `workflow_id` '' for a depends_on
+        enqueue (no record). The raw reply: ['created', state...], ['exists'], ['taken', id] or
+        ['missing', parent ref, id]."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
+        return Call("workflow", _fill("workflow", None, named), args, _strings)
+
+    def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
+        """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
+        the workflow is unknown."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), [self.events_maxlen, ttl_ms],
+                              _ints))  # fmt: skip
+        return reply[0], reply[1]
+
     def set_paused(self, queue: str, paused: bool) -> bool:
         """True when the queue's state changed."""
         args = [self.events_maxlen, int(paused)]

@@ -82,6 +82,8 @@ def every_call(store: Recorder) -> list[Call[Any]]:
         lambda: store.mirror_read([q, "other", "third"], group="g", consumer="c", count=1, pending=False),
         lambda: store.mirror_group(q, group="g", start="0", recreate=False),
         lambda: store.mirror_epoch(),
+        lambda: store.workflow_call(q, "wf", name="n", keep_ms=1, count=0, blocks=[]),
+        lambda: store.workflow_cancel(q, "wf", ttl_ms=1),
     ]  # fmt: skip
     for make in makers:
         _record(store, make)

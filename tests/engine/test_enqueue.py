@@ -187,8 +187,8 @@ def test_every_key_of_a_queue_shares_one_cluster_slot() -> None:
     k = queue_keys("emails")
     names = [getattr(k, f) for f in k.__slots__ if f not in ("queue", "job_prefix", "inbox_prefix")]
     names += [k.job("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.attempts("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.inbox("host:1:abc")]
-    names += [k.held("payments")]
-    assert len(names) == 22
+    names += [k.held("payments"), k.workflow("01ARZ3NDEKTSV4RRFFQ69G5FAV")]
+    assert len(names) == 24
     assert len({key_slot(n.encode()) for n in names}) == 1
 
 

@@ -2,6 +2,7 @@
 -- Delete the job holding a unique key, if it has not started (Runqueue's "delete the reminder before it
 -- runs"): looked up and deleted in one step, so a job that starts meanwhile is never deleted.
 -- KEYS: ready scheduled unique events
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] unique key
 -- Returns {status, id}: 'deleted' (a waiting job), 'missing' (no live job holds the key; id ''), or
 -- 'is:<state>' (it runs: cancel it instead).
@@ -18,6 +19,9 @@ if state ~= 'queued' and state ~= 'scheduled' and state ~= 'retrying' then retur
 unready(KEYS[1], job_key, job_id)
 redis.call('ZREM', KEYS[2], job_id)
 redis.call('HDEL', KEYS[3], ukey)
-redis.call('DEL', job_key, job_key .. ':attempts')
+if redis.call('HGET', job_key, 'kids') == '1' then
+  deps_ended(job_key, dep_queue(prefix), job_id, 'deleted', 'null', now_ms(), maxlen)  -- it never ran
+end
+redis.call('DEL', job_key, job_key .. ':attempts', job_key .. ':children')
 emit(KEYS[4], maxlen, job_id, 'deleted', 'deleted', {'from', state, 'unique_key', ukey})
 return {'deleted', job_id}

@@ -8,6 +8,7 @@
 -- A stamp (a bulk operation's id) makes the edit idempotent: it is recorded in the job hash (`bulk_op`) by the
 -- step that applies the edit, and a repeat of the same stamped edit answers 'already' and changes nothing.
 -- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] expected state
 -- ARGV[5] expected attempts ('' = any)  ARGV[6] priority ('' = unchanged)  ARGV[7] run_at ms ('' = unchanged)
 -- ARGV[8] params JSON ('' = unchanged)  ARGV[9] resubmit (1/0)  ARGV[10] reset attempts (1/0)
@@ -39,7 +40,11 @@ if resubmit then
   end
 end
 if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
-if params ~= '' then redis.call('HSET', job_key, 'params', params) changed[#changed + 1] = 'params' end
+if params ~= '' then
+  redis.call('HSET', job_key, 'params', params)
+  redis.call('HDEL', job_key, 'splice_at')  -- the operator's params stand as given: no parents' results go in
+  changed[#changed + 1] = 'params'
+end
 if priority ~= '' then redis.call('HSET', job_key, 'priority', priority) changed[#changed + 1] = 'priority' end
 if resubmit then
   for k = 2, 6 do redis.call('ZREM', KEYS[k], job_id) end
@@ -47,6 +52,7 @@ if resubmit then
   redis.call('PERSIST', job_key .. ':attempts')
   if ARGV[10] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
   redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
+  deps_back(job_key, dep_queue(prefix), job_id, state, now, maxlen)  -- its workflow continues
   local extra = {'from', state, 'reset', ARGV[10], 'edited', table.concat(changed, ',')}
   local at = tonumber(run_at)
   if at and at > now then

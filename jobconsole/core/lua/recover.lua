@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
 -- KEYS: active ready dead failed unique events wake seq stats cancelled
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
 -- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
 -- (0 = none)
@@ -29,7 +30,7 @@ for _, job_id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], job_id)
   local job_key = prefix .. job_id
   local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'heartbeat_at', 'task',
-                       'cancel_requested')
+                       'cancel_requested', 'kids')
   if f[1] == 'running' then
     local message = 'lease expired; last heartbeat at ' .. (f[5] or '?') .. ' ms'
     local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
@@ -44,6 +45,7 @@ for _, job_id in ipairs(expired) do
       release_unique(KEYS[5], job_key, job_id)
       finish(job_key, ttl)
       emit(KEYS[6], maxlen, job_id, 'cancelled', 'cancelled', {'entry', entry})
+      if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, 'cancelled', 'null', now, maxlen) end
       ended[#ended + 1] = job_id
     elseif tonumber(f[2]) <= tonumber(f[3]) then
       note_retry(KEYS[9], now, f[6] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
@@ -58,6 +60,7 @@ for _, job_id in ipairs(expired) do
       release_unique(KEYS[5], job_key, job_id)
       if state ~= 'dead' then finish(job_key, ttl) end
       emit(KEYS[6], maxlen, job_id, state, state, {'entry', entry})
+      if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
       ended[#ended + 1] = job_id
     end
   end

@@ -1,6 +1,9 @@
 #!lua flags=allow-oom
--- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept.
+-- Run a waiting job now, or bring back a dead, failed, dropped or cancelled job; history is kept. A workflow
+-- member brought back continues its workflow: its dependents wait for it again (deps_back, lua/_deps.lua).
+-- A job waiting for its parents is refused ('is:waiting'): cancel it, or let its parents end.
 -- KEYS: ready scheduled dead failed dropped cancelled unique events wake seq
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] id  ARGV[4] reset attempts (1/0)
 -- ARGV[5] stamp ('' = none): a bulk operation's id, recorded in the job hash (`bulk_op`) with the requeue; a
 -- repeat with the same stamp answers 'already' and changes nothing.
@@ -13,7 +16,9 @@ local f = redis.call('HMGET', job_key, 'state', 'unique_key', 'bulk_op')
 local state = f[1]
 if not state then return 'missing' end
 if stamp ~= '' and f[3] == stamp then return 'already' end
-if state == 'running' or state == 'completed' or state == 'queued' then return 'is:' .. state end
+if state == 'running' or state == 'completed' or state == 'queued' or state == 'waiting' then
+  return 'is:' .. state
+end
 local ukey = f[2]
 if ukey and ukey ~= '' then
   local holder = redis.call('HGET', KEYS[7], ukey)
@@ -27,6 +32,7 @@ if ARGV[4] == '1' then redis.call('HSET', job_key, 'attempts', 0) end
 if stamp ~= '' then redis.call('HSET', job_key, 'bulk_op', stamp) end
 redis.call('HSET', job_key, 'cancel_requested', 0, 'finished_at', '')
 local now = now_ms()
+deps_back(job_key, dep_queue(prefix), job_id, state, now, maxlen)
 make_ready(job_key, job_id, KEYS[1], KEYS[10], KEYS[9], now)
 emit(KEYS[8], maxlen, job_id, 'requeued', 'queued', {'from', state, 'reset', ARGV[4]})
 return 'queued'

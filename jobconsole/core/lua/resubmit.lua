@@ -5,6 +5,7 @@
 -- (`bulk_op`) in the step that resubmits it, and a job that carries it already answers 'already'. History is
 -- kept; attempts are reset if asked. A job with a run-at in the future waits in the scheduled set until then.
 -- KEYS: ready scheduled dead unique events wake seq
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] stamp  ARGV[4] reset attempts (1/0)  ARGV[5] number of jobs
 -- then per job: id, expected attempts ('' = any), run_at ms ('' = now)
 -- Returns per job: 'queued' or 'scheduled' (resubmitted), 'already', 'missing', 'duplicate' (its unique key is
@@ -50,6 +51,7 @@ for j = 0, n - 1 do
                  'finished_at', '')
     end
     if reset == '1' then redis.call('HSET', job_key, 'attempts', 0) end
+    deps_back(job_key, dep_queue(prefix), job_id, 'dead', now, maxlen)  -- its workflow continues
     emit(KEYS[5], maxlen, job_id, 'requeued', status, extra)
     wake = wake + 1
   end
