@@ -22,9 +22,11 @@ from jobconsole.calls import call_params
 from jobconsole.celery import (
     FAILURE,
     READY_STATES,
+    REVOKED,
     SUCCESS,
     AsyncResult,
     CeleryTask,
+    ChordError,
     EagerResult,
     Request,
     _tasks,
@@ -37,16 +39,8 @@ from jobconsole.core import JobSpec
 _SEND_OPTIONS = frozenset({"task_id", "countdown", "eta", "queue", "priority", "link", "link_error"})
 
 
-class WorkflowsUnavailable(NotImplementedError):
-    """What a canvas needs of the engine that it does not have yet."""
-
-
 class NotRegistered(KeyError):
     """A signature names a task this process has not registered (Celery's NotRegistered)."""
-
-
-class ChordError(Exception):
-    """A chord's header had a failed member, so its callback did not run (Celery's ChordError)."""
 
 
 class Signature:
@@ -386,6 +380,18 @@ def _starmap(task: str, it: list[list[Any]]) -> list[Any]:
     return [target(*item) for item in it]
 
 
+@shared_task(name="celery.errback")
+def _errback(parent_id: str, errback: dict[str, Any]) -> Any:
+    """link_error's step, run whatever its parent ended in: calls `errback` here if the job `parent_id` failed
+    (or was cancelled), as Celery calls it inline in the worker; nothing when it succeeded."""
+    parent: AsyncResult[Any] = AsyncResult(parent_id)
+    if parent.state not in (FAILURE, REVOKED):
+        return None
+    sig = maybe_signature(errback)
+    assert sig is not None
+    return _eager(sig, _errback_args(sig, parent), None, None, {}).get()
+
+
 class xmap(Signature):  # noqa: N801 - Celery's name
     """`task.map(items)`: one job calling `task(item)` for each item; its result is the list."""
 
@@ -592,7 +598,7 @@ def _eager(sig: Signature, prepend: tuple[Any, ...], args: Sequence[Any] | None,
 def _errback_args(errback: Signature, failed: AsyncResult[Any]) -> tuple[Any, ...]:
     """Celery's errback arguments: (request, exc, traceback) when the task takes three, else the task id."""
     try:
-        errback.type._signature.bind(None, None, None, *errback.args)
+        errback.type._check_arguments([None, None, None, *errback.args], dict(errback.kwargs))
         positional = True
     except TypeError:
         positional = False
@@ -652,6 +658,6 @@ def _leaves(sig: Signature) -> Iterator[Signature]:
 
 
 __all__ = [
-    "ChordError", "GroupResult", "NotRegistered", "Signature", "WorkflowsUnavailable", "chain", "chord", "chunks",
+    "ChordError", "GroupResult", "NotRegistered", "Signature", "chain", "chord", "chunks",
     "group", "maybe_signature", "signature", "xmap", "xstarmap",
 ]  # fmt: skip

@@ -83,6 +83,7 @@ STATE_OF_JOB = {
     JobState.FAILED: FAILURE,
     JobState.DROPPED: FAILURE,
     JobState.CANCELLED: REVOKED,
+    JobState.WAITING: PENDING,  # waits for its parents in a workflow (a chain's later step, a chord's body)
 }
 
 
@@ -99,6 +100,10 @@ class TaskError(Exception):
 
 class TaskRevokedError(Exception):
     """The job was cancelled (Celery's state REVOKED)."""
+
+
+class ChordError(Exception):
+    """A chord's header had a failed member, so its callback did not run (Celery's ChordError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +268,7 @@ def _exception(job: Job) -> BaseException:
     """The exception a failed job ended with, made again when its class is in a module this process has imported
     already (a class path read from Redis never imports anything) and takes a message."""
     if job.state is JobState.CANCELLED:
-        return TaskRevokedError(f"job {job.id} was cancelled")
+        return _cancelled_by_parent(job) or TaskRevokedError(f"job {job.id} was cancelled")
     attempts = [a for a in job.history if a.error_class]
     if not attempts:
         return TaskError("JobFailed", job.reason or f"job ended {job.state}")
@@ -276,6 +281,29 @@ def _exception(job: Job) -> BaseException:
     except Exception:  # noqa: BLE001 - any class we cannot remake: the recorded description instead
         pass
     return TaskError(last.error_class, last.message, last.traceback)
+
+
+def _cancelled_by_parent(job: Job, depth: int = 0) -> BaseException | None:
+    """For a step of a workflow cancelled because a parent failed (a chain's later step, a chord's body): the
+    failure that cancelled it, as Celery's get() raises a parent's error; a chord's body's is a ChordError."""
+    from jobconsole.core.keys import queue_keys
+    from jobconsole.engine import get_redis
+
+    by, mode = get_redis().hmget(queue_keys(job.queue).job(job.id), ["cancelled_by", "pass"])
+    if not by or depth > 1000:
+        return None
+    queue, _, parent_id = (by.decode() if isinstance(by, bytes) else str(by)).partition("|")
+    try:
+        parent = get_client().get(parent_id, queue)
+    except (JobNotFound, InvalidJob):
+        return None
+    if parent.state is JobState.CANCELLED:
+        error = _cancelled_by_parent(parent, depth + 1) or TaskRevokedError(f"job {parent.id} was cancelled")
+    else:
+        error = _exception(parent)
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "list":
+        return ChordError(f"Dependency {parent.id} raised {error!r}")
+    return error
 
 
 # --- Task options -------------------------------------------------------------------------------------------
@@ -1106,7 +1134,7 @@ from jobconsole.canvas import (  # noqa: E402
 
 __all__ = [
     "FAILURE", "PENDING", "RETRY", "REVOKED", "STARTED", "SUCCESS",
-    "AsyncResult", "Celery", "CeleryTask", "EagerResult", "GroupResult", "Request", "Settings", "Signature",
-    "TaskError", "TaskOptions", "TaskRevokedError", "celery_priority", "chain", "chord", "chunks", "current_app",
-    "group", "maybe_signature", "shared_task", "signature", "xmap", "xstarmap",
+    "AsyncResult", "Celery", "CeleryTask", "ChordError", "EagerResult", "GroupResult", "Request", "Settings",
+    "Signature", "TaskError", "TaskOptions", "TaskRevokedError", "celery_priority", "chain", "chord", "chunks",
+    "current_app", "group", "maybe_signature", "shared_task", "signature", "xmap", "xstarmap",
 ]  # fmt: skip

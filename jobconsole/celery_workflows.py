@@ -1,17 +1,164 @@
-"""A Celery canvas with dependencies (a chain, a chord, a link) sent as one workflow of the engine."""
+"""A Celery canvas with dependencies (a chain, a chord, a link / link_error) sent as one workflow of the engine
+(jobconsole/core/workflows.py): one atomic call creates every job, so a chain of chords nests into one DAG, and
+the engine releases each dependent once, after its parents ended.
 
-from typing import TYPE_CHECKING, Any
+How Celery's semantics map onto steps:
+- a task signature is a step; a step after one step (a chain) gets that step's result prepended to its args
+  (`pass_results="*args"`); a step after a group (a chord's body, or a chain's step after a group) gets the list
+  of the members' results (`"*args-list"`); an immutable signature (`si`) waits but gets nothing;
+- a failed step cancels what waits for it (the engine's "cancel" policy): a chain stops, a chord's body does not
+  run. `AsyncResult.get()` of a step cancelled so raises the failure that cancelled it (a chord's body: ChordError),
+  as Celery's `get()` raises a parent's error;
+- `link=` is a dependent step given the result; `link_error=` is a step of the built-in task `celery.errback` that
+  runs whatever its parent ended in (the "run" policy) and calls the errback, in its job, only when the parent
+  failed: with (request, exc, traceback) when it takes three arguments, else with the failed task's id (Celery's
+  two forms; Celery also calls it inline in the worker).
+"""
 
-if TYPE_CHECKING:
-    from jobconsole.canvas import Signature
-    from jobconsole.celery import AsyncResult
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from jobconsole import transactional
+from jobconsole.calls import call_params
+from jobconsole.canvas import GroupResult, Signature, _errback, _signatures, chain, chord, chunks, group
+from jobconsole.celery import AsyncResult, celery_priority
+from jobconsole.core import JobSpec
+from jobconsole.core.ids import new_job_id
+from jobconsole.core.workflows import ARGS, ARGS_LIST, RUN, Step, plan
+from jobconsole.engine import get_client
+
+_SEND_OPTIONS = frozenset({"task_id", "countdown", "eta", "queue", "priority", "link", "link_error"})
 
 
-def send(sig: "Signature") -> "AsyncResult[Any]":
-    from jobconsole.canvas import WorkflowsUnavailable
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """What a part of the canvas hands to the next: one step's result, or a list of steps' results."""
 
-    raise WorkflowsUnavailable(
-        f"{sig!r}: sending a chain, chord or linked call needs the engine's workflows "
-        "(jobconsole.core.workflows, Client.enqueue_workflow), which this version does not have yet; "
-        ".apply() runs it here, and a group of plain calls can be sent"
-    )
+    kind: str  # "one" | "list"
+    steps: tuple[str, ...]
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+
+    def _name(self, task: str) -> str:
+        return f"{len(self.steps) + 1}.{task}"[:100]
+
+    def add(self, sig: Signature, incoming: _Out | None) -> tuple[_Out, AsyncResult[Any]]:
+        """Steps for `sig`, which waits for `incoming`; what it hands on, and its result."""
+        if isinstance(sig, chunks):
+            return self.add(sig.group(), incoming)
+        if isinstance(sig, chain):
+            out, last = incoming, None
+            for step in sig.tasks:
+                out_, result = self.add(step, out)
+                _attach(result, last)
+                out, last = out_, result
+            if out is None or last is None:
+                raise ValueError("an empty chain has nothing to send")
+            self._links(sig, out, last)
+            return out, last
+        if isinstance(sig, group):
+            outs, results = [], []
+            for member in sig.tasks:
+                member_out, result = self.add(member, incoming)
+                outs.append(member_out)
+                results.append(result)
+            grouped = GroupResult(sig.options.get("group_id"), results)
+            out = _Out("list", tuple(s for o in outs for s in o.steps))
+            self._links(sig, out, grouped)
+            return out, grouped
+        if isinstance(sig, chord):
+            if sig.body is None:
+                raise TypeError("a chord needs a body: chord(header)(body) or chord(header, body)")
+            header_out, header = self.add(sig.tasks, incoming)
+            out, body = self.add(sig.body, header_out)
+            _attach(body, header)
+            return out, body
+        return self._task(sig, incoming)
+
+    def _task(self, sig: Signature, incoming: _Out | None) -> tuple[_Out, AsyncResult[Any]]:
+        task = sig.type
+        args, kwargs, options = list(sig.args), dict(sig.kwargs), dict(sig.options)
+        unsupported = sorted(k for k in options if k not in _SEND_OPTIONS and options[k] is not None)
+        if unsupported:
+            raise TypeError(f"{task.name}: options not supported by Jobconsole: {', '.join(unsupported)}")
+        after: tuple[str, ...] = ()
+        pass_results = None
+        if incoming is not None:
+            after = incoming.steps
+            if not sig.immutable:
+                if incoming.kind == "list" and not after:
+                    args = [[], *args]  # after an empty group: its results are an empty list, now
+                else:
+                    pass_results = ARGS if incoming.kind == "one" else ARGS_LIST
+        # Checked as the call will be made: with the parents' result(s) first.
+        task._check_arguments([None, *args] if pass_results else args, kwargs)
+        priority = options.get("priority")
+        spec = JobSpec(
+            task=task.name, params=call_params(args, kwargs), id=options.get("task_id") or new_job_id(),
+            queue=options.get("queue") or task.app._dynamic_route(task.name, args, kwargs) or task.queue,
+            priority=celery_priority(priority if priority is not None else task.priority),
+            delay=options.get("countdown"), run_at=task.app._aware(options.get("eta")),
+        )  # fmt: skip
+        name = self._name(task.name)
+        self.steps.append(Step(name, spec, after=after, pass_results=pass_results))
+        result: AsyncResult[Any] = AsyncResult(str(spec.id))
+        out = _Out("one", (name,))
+        self._links(sig, out, result)
+        return out, result
+
+    def _links(self, sig: Signature, out: _Out, result: AsyncResult[Any]) -> None:
+        """link: steps given the result; link_error: celery.errback steps that run whatever the parent ended in."""
+        for callback in _signatures("link", sig.options.get("link") or []):
+            _, child = self.add(callback, out)
+            result.children.append(child)
+        for errback in _signatures("link_error", sig.options.get("link_error") or []):
+            for parent in out.steps:
+                parent_id = str(next(s.spec.id for s in self.steps if s.name == parent))
+                spec = JobSpec(task=_errback.name, params=call_params([parent_id, errback.as_dict()], {}),
+                               id=new_job_id(), queue=_queue_of_errback(errback))  # fmt: skip
+                self.steps.append(Step(self._name(_errback.name), spec, after={parent: RUN}))
+                result.children.append(AsyncResult(str(spec.id)))
+
+
+def _queue_of_errback(errback: Signature) -> str:
+    if isinstance(errback, chain | group | chord | chunks):
+        raise TypeError("link_error takes task signatures (task.s(...)), not composites")
+    return str(errback.options.get("queue") or errback.type.queue)
+
+
+def _attach(result: AsyncResult[Any], parent: AsyncResult[Any] | None) -> None:
+    """`parent` as the parent of the earliest result `result` leads back to (a chord's header, say)."""
+    seen = 0
+    while result.parent is not None and seen < 10_000:
+        result, seen = result.parent, seen + 1
+    result.parent = parent
+
+
+def send(sig: Signature) -> AsyncResult[Any]:
+    """Create the workflow of `sig` (one atomic call) and return its result: a chain's last step's, a chord's
+    body's, a group's GroupResult. Inside a database transaction, when it commits (IN_TRANSACTION "on_commit",
+    and "outbox", which has no workflows: both are checked now, sent after the commit)."""
+    builder = _Builder()
+    _, result = builder.add(sig, None)
+    steps = builder.steps
+    name = _workflow_name(sig)
+    client = get_client()
+    if transactional.configured_mode() != "now" and transaction.get_connection().in_atomic_block:
+        plan(client, steps)  # refused now, inside the caller's transaction
+        transaction.on_commit(lambda: get_client().enqueue_workflow(steps, name=name), robust=True)
+    else:
+        client.enqueue_workflow(steps, name=name)
+    return result
+
+
+def _workflow_name(sig: Signature) -> str:
+    text = "".join(c if c.isprintable() else " " for c in repr(sig))
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+__all__ = ["send"]

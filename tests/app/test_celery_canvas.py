@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from jobconsole import celery as celery_module
-from jobconsole.canvas import ChordError, NotRegistered, WorkflowsUnavailable
+from jobconsole.canvas import ChordError, NotRegistered
 from jobconsole.celery import (
     FAILURE,
     PENDING,
@@ -72,8 +72,10 @@ def test_signatures_are_partial_calls() -> None:
     # `|` composes: a chain (flattened), a group followed by a step is a chord.
     piped = add.s(1, 1) | add.s(2) | (mul.s(3) | add.s(4))
     assert isinstance(piped, chain) and [t.task for t in piped.tasks] == [add.name, add.name, mul.name, add.name]
-    assert repr(piped) == "tests.celery_tasks.add(1, 1) | tests.celery_tasks.add(2) | tests.celery_tasks.mul(3) | " \
+    assert (
+        repr(piped) == "tests.celery_tasks.add(1, 1) | tests.celery_tasks.add(2) | tests.celery_tasks.mul(3) | "
         "tests.celery_tasks.add(4)"
+    )
     grouped = group(add.s(i, i) for i in range(3)) | xsum.s()
     assert isinstance(grouped, chord) and len(grouped.tasks) == 3 and grouped.body == xsum.s()
     assert len(group(add.s(1, 1))) == 1 and len(group([add.s(1, 1), add.s(2, 2)])) == 2
@@ -270,9 +272,36 @@ def test_groups_and_send_task_enqueue_and_composites_need_workflows(client: Clie
     with pytest.raises(TypeError, match="expires"):
         app.send_task("tests.celery_tasks.mul", (2, 2), expires=10)
 
-    for composite in (chain(add.s(1, 1), add.s(2)), chord([add.s(1, 1)], xsum.s()), add.signature((1, 1),
-                      link=add.s(1)), group(add.s(1, 1), chain(add.s(1, 1), add.s(2))),):  # fmt: skip
-        if hasattr(client, "enqueue_workflow"):
-            break
-        with pytest.raises(WorkflowsUnavailable, match="needs the engine's workflows"):
-            composite.apply_async()
+
+def test_a_canvas_with_dependencies_is_one_workflow(client: Client, r: Any) -> None:
+    """A chain of chords nests into one DAG created in one call: the first steps queued, the others waiting with
+    their parents' results to come; what cannot be sent refuses the whole."""
+
+    def workflows() -> int:
+        return len(r.keys("*}:wf:*"))
+
+    canvas = chain(chord([add.s(1, 1), add.s(2, 2)], xsum.s()), group(add.s(1), mul.si(2, 3)), xsum.s())
+    result = canvas.apply_async()
+    assert workflows() == 1
+    # The result is the last step's; .parent goes back through the group to the first chord's body and header.
+    assert isinstance(result, AsyncResult) and result.state == PENDING
+    grouped = result.parent
+    assert isinstance(grouped, GroupResult) and len(grouped) == 2
+    body = grouped.parent
+    assert body is not None and isinstance(body.parent, GroupResult) and body.parent.parent is None
+    header = body.parent.results
+    states = [client.get(x.id).state for x in [*header, body, *grouped.results, result]]
+    assert states == [JobState.QUEUED] * 2 + [JobState.WAITING] * 4
+    assert client.get(body.id).params == {"args": [None], "kwargs": {}}  # the header's list goes there
+    assert client.get(grouped.results[1].id).params == {"args": [2, 3], "kwargs": {}}  # si: nothing passed
+
+    linked = add.apply_async((2, 2), link=mul.s(10), link_error=on_error.s())
+    assert workflows() == 2 and [client.get(c.id).state for c in linked.children] == [JobState.WAITING] * 2
+    assert client.get(linked.children[1].id).task == "celery.errback"
+
+    # Refused as a whole, nothing written: a bad argument list, a bad priority, an unknown option.
+    for bad in (chain(add.s(1, 1), add.s(1, 2)), chain(add.s(1, 1), add.s(1).set(priority=42)),
+                chain(add.s(1, 1), add.s(1).set(expires=10))):  # fmt: skip
+        with pytest.raises((TypeError, InvalidJob)):
+            bad.apply_async()
+    assert workflows() == 2

@@ -30,7 +30,7 @@ def main() -> dict[str, Any]:
     out["group"] = group(add.s(i, i) for i in range(10))().get(timeout=TIMEOUT)
     out["starmap"] = add.starmap([(1, 1), (2, 2)]).delay().get(timeout=TIMEOUT)
     out["chunks"] = add.chunks([(i, i) for i in range(5)], 2)().get(timeout=TIMEOUT)
-    if "--workflows" in sys.argv:
+    if "--workflows" in sys.argv:  # the engine's workflows
         out["chain"] = chain(add.s(2, 2), add.s(4), add.s(8))().get(timeout=TIMEOUT)
         out["chord"] = chord((add.s(i, i) for i in range(10)), xsum.s())().get(timeout=TIMEOUT)
         out["pipe"] = (add.s(1, 1) | add.si(5, 5) | group(add.s(1), add.s(2)) | xsum.s()).delay().get(timeout=TIMEOUT)

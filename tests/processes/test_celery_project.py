@@ -43,13 +43,14 @@ def produce(procs: Processes, redis_url: str, *flags: str) -> dict[str, Any]:
 
 def test_the_standard_project_runs_on_a_worker(procs: Processes, redis_url: str, tmp_path: Path) -> None:
     worker = run_worker(procs, redis_url)
-    out = produce(procs, redis_url)
+    out = produce(procs, redis_url, "--workflows")
     # task_default_queue and task_routes gave the queues; the worker served them by default.
     assert out["queues"] == {"proj.celery.debug_task": "proj", "shop.tasks.add": "proj",
                              "shop.tasks.slow_double": "proj-slow", "shop.tasks.xsum": "proj"}  # fmt: skip
     assert out["debug_task"] is None and out["delay"] == 5 and out["send_task"] == 9 and out["routed"] == 42
     assert out["group"] == [i + i for i in range(10)]
     assert out["starmap"] == [2, 4] and out["chunks"] == [[0, 2], [4, 6], [8]]
+    assert out["chain"] == 16 and out["chord"] == 90 and out["pipe"] == 23  # Celery's canvas guide, unchanged
     log = worker.output()
     assert "Request: Request(id=" in log  # debug_task's print, with self.request
     for setting in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CELERY_TASK_SOFT_TIME_LIMIT"):
