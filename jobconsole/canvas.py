@@ -297,9 +297,11 @@ class group(Signature):  # noqa: N801 - Celery's name
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     **options: Any) -> "GroupResult":  # fmt: skip
-        cloned = self.clone(args, kwargs, **options)
-        if all(not isinstance(t, chain | group | chord | chunks) and not t.options.get("link")
-               and not t.options.get("link_error") for t in cloned.tasks):  # fmt: skip
+        cloned = cast(group, push_down(self.clone(args, kwargs, **options)))
+        if not cloned.options.get("link") and not cloned.options.get("link_error") and all(
+            not isinstance(t, chain | group | chord | chunks) and not t.options.get("link")
+            and not t.options.get("link_error") for t in cloned.tasks
+        ):  # fmt: skip
             return _send_plain_group(cloned)
         return cast(GroupResult, _send(cloned))
 
@@ -631,6 +633,46 @@ def _send_plain_group(g: group) -> GroupResult:
         return cast(GroupResult, _eager(g, (), None, None, {}))
     ids = transactional.enqueue_many(specs)
     return GroupResult(g.options.get("group_id"), [AsyncResult(i) for i in ids])
+
+
+# Send options of a composite: given to its parts by push_down.
+_COMPOSITE_OPTIONS = frozenset({"queue", "priority", "countdown", "eta", "task_id", "group_id", "link", "link_error"})
+
+
+def push_down(sig: Signature) -> Signature:
+    """A copy of a composite whose own send options are given to its parts: `queue` and `priority` to every step
+    (a step's own win), `countdown` and `eta` to the steps it starts with, `task_id` to the step whose result is
+    the composite's (a chain's last, a chord's body; a group's is its `group_id`). Links stay on the composite.
+    TypeError for any other option, rather than dropping it."""
+    if isinstance(sig, chunks):
+        return push_down(sig.group())
+    if not isinstance(sig, chain | group | chord):
+        return sig
+    opts = {k: v for k, v in sig.options.items() if v is not None}
+    unknown = sorted(set(opts) - _COMPOSITE_OPTIONS)
+    if unknown:
+        raise TypeError(f"{sig.subtask_type} options not supported by Jobconsole: {', '.join(unknown)}")
+    every: dict[str, Any] = {k: opts[k] for k in ("queue", "priority") if k in opts}
+    start: dict[str, Any] = {k: opts[k] for k in ("countdown", "eta") if k in opts}
+    result_id: dict[str, Any] = {"task_id": opts["task_id"]} if "task_id" in opts else {}
+    keep: dict[str, Any] = {k: opts[k] for k in ("link", "link_error") if k in opts}
+
+    def give(part: Signature, extra: dict[str, Any]) -> Signature:
+        part = part.clone()
+        for key, value in extra.items():
+            part.options.setdefault(key, value)
+        return push_down(part)
+
+    if isinstance(sig, chain):
+        last = len(sig.tasks) - 1
+        return chain(*[give(t, {**every, **(start if i == 0 else {}), **(result_id if i == last else {})})
+                       for i, t in enumerate(sig.tasks)], **keep)  # fmt: skip
+    if isinstance(sig, group):
+        group_id = opts.get("group_id") or opts.get("task_id")
+        return group([give(t, {**every, **start}) for t in sig.tasks], **keep,
+                     **({"group_id": group_id} if group_id else {}))  # fmt: skip
+    assert sig.body is not None
+    return chord(give(sig.tasks, {**every, **start}), give(sig.body, {**every, **result_id}), **keep)
 
 
 def _send(sig: Signature) -> AsyncResult[Any]:

@@ -22,7 +22,17 @@ from django.db import transaction
 
 from jobconsole import transactional
 from jobconsole.calls import call_params
-from jobconsole.canvas import GroupResult, Signature, _errback, _signatures, chain, chord, chunks, group
+from jobconsole.canvas import (
+    GroupResult,
+    Signature,
+    _errback,
+    _signatures,
+    chain,
+    chord,
+    chunks,
+    group,
+    push_down,
+)
 from jobconsole.celery import AsyncResult, celery_priority
 from jobconsole.core import JobSpec
 from jobconsole.core.ids import new_job_id
@@ -77,6 +87,7 @@ class _Builder:
             header_out, header = self.add(sig.tasks, incoming)
             out, body = self.add(sig.body, header_out)
             _attach(body, header)
+            self._links(sig, out, body)
             return out, body
         return self._task(sig, incoming)
 
@@ -144,7 +155,7 @@ def send(sig: Signature) -> AsyncResult[Any]:
     body's, a group's GroupResult. Inside a database transaction, when it commits (IN_TRANSACTION "on_commit",
     and "outbox", which has no workflows: both are checked now, sent after the commit)."""
     builder = _Builder()
-    _, result = builder.add(sig, None)
+    _, result = builder.add(push_down(sig), None)
     steps = builder.steps
     name = _workflow_name(sig)
     client = get_client()

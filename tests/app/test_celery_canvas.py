@@ -31,6 +31,7 @@ from jobconsole.celery import (
     signature,
 )
 from jobconsole.core import Client, InvalidJob, JobState
+from jobconsole.core.ids import new_job_id
 from tests.celery_tasks import add, fail, identity, mul, on_error, retried, xsum
 
 
@@ -299,9 +300,25 @@ def test_a_canvas_with_dependencies_is_one_workflow(client: Client, r: Any) -> N
     assert workflows() == 2 and [client.get(c.id).state for c in linked.children] == [JobState.WAITING] * 2
     assert client.get(linked.children[1].id).task == "celery.errback"
 
+    # A composite's options: queue and priority for every step, countdown for the first, task_id for the last.
+    last_id = new_job_id()
+    routed = chain(add.s(1, 1), add.s(2).set(priority=1), group(mul.s(2), mul.s(3).set(queue="own"))).apply_async(
+        queue="elsewhere", priority=3, countdown=60, task_id=last_id
+    )
+    assert isinstance(routed, GroupResult) and routed.id == last_id
+    first, second = routed.parent.parent, routed.parent  # type: ignore[union-attr]
+    jobs = [client.get(x.id) for x in (first, second, *routed.results)]
+    assert [(j.queue, j.priority) for j in jobs] == [("elsewhere", 3), ("elsewhere", 1), ("elsewhere", 3),
+                                                     ("own", 3)]  # fmt: skip
+    assert [j.state for j in jobs] == [JobState.SCHEDULED] + [JobState.WAITING] * 3
+    plain = group(add.s(1, 1), add.s(2, 2)).apply_async(queue="elsewhere", countdown=60)
+    assert {(client.get(x.id).queue, client.get(x.id).state) for x in plain} == {("elsewhere", JobState.SCHEDULED)}
+    with pytest.raises(TypeError, match="chain options not supported by Jobconsole: expires"):
+        chain(add.s(1, 1), add.s(2)).apply_async(expires=10)
+
     # Refused as a whole, nothing written: a bad argument list, a bad priority, an unknown option.
     for bad in (chain(add.s(1, 1), add.s(1, 2)), chain(add.s(1, 1), add.s(1).set(priority=42)),
                 chain(add.s(1, 1), add.s(1).set(expires=10))):  # fmt: skip
         with pytest.raises((TypeError, InvalidJob)):
             bad.apply_async()
-    assert workflows() == 2
+    assert workflows() == 3
