@@ -29,6 +29,10 @@ POLICIES = (CANCEL, RUN)
 # pass_results values besides a parameter's name (which receives {parent step: result, ...}):
 ARGS = "*args"  # the parent's result first in params["args"] (a list of results for several parents)
 ARGS_LIST = "*args-list"  # a list of the parents' results (in `after` order) first in params["args"]
+# when: a dependent runs once every parent ended (ALL_ENDED, under each edge's policy), or as soon as one parent
+# does not complete (FIRST_FAILURE: a batch's death callback; cancelled once every parent completed).
+ALL_ENDED = "all_ended"
+FIRST_FAILURE = "first_failure"
 KEEP_SECONDS = 30 * 86_400.0  # how long a workflow's record lasts (its jobs follow their own retention)
 MAX_STEPS = 100_000
 
@@ -47,13 +51,14 @@ class InvalidWorkflow(InvalidJob):
 class Step:
     """One named job of a workflow. `after`: the steps it waits for, as names (each under `on_parent_failure`)
     or as {name: "cancel" | "run"}. `pass_results`: None, ARGS, ARGS_LIST, or the name of a parameter that gets
-    {parent step: result} (null for a parent that did not complete)."""
+    {parent step: result} (null for a parent that did not complete). `when`: ALL_ENDED or FIRST_FAILURE."""
 
     name: str
     spec: "JobSpec"
     after: Sequence[str] | Mapping[str, str] = ()
     on_parent_failure: str = CANCEL
     pass_results: str | None = None
+    when: str = ALL_ENDED
 
     def parents(self) -> dict[str, str]:
         """The steps it waits for, in order, each with its policy."""
@@ -176,7 +181,7 @@ def _with_results(spec: "JobSpec", mode: str | None, step: str) -> tuple["JobSpe
 
 def node_args(
     client: "Client", spec: "JobSpec", *, step: str, parents: Sequence[tuple[str, str, str]],
-    pass_results: str | None, job_id: str,
+    pass_results: str | None, job_id: str, when: str = ALL_ENDED,
 ) -> Node:  # fmt: skip
     """The per-job block of workflow.lua for one job: validated as `Client.enqueue` validates (raises InvalidJob,
     as InvalidWorkflow naming the step), with its parents (ref, policy, parent's step name)."""
@@ -184,6 +189,10 @@ def node_args(
         raise InvalidWorkflow("a job of a workflow (or with depends_on) cannot have a unique_key", step)
     if pass_results is not None and not parents:
         raise InvalidWorkflow("pass_results needs a parent to take results from", step)
+    if when not in (ALL_ENDED, FIRST_FAILURE):
+        raise InvalidWorkflow(f"when must be {ALL_ENDED!r} or {FIRST_FAILURE!r}; got {when!r}", step)
+    if when == FIRST_FAILURE and not parents:
+        raise InvalidWorkflow("when='first_failure' needs parents", step)
     spec, mode, splice_at = _with_results(spec, pass_results, step)
     try:
         prepared = client._prepare(spec, job_id)
@@ -204,7 +213,7 @@ def node_args(
         pairs[3] = (head + b"null" + tail).decode()
     block: list[Arg] = [
         prepared.queue, prepared.id, a[1], a[2], a[3], a[4], step, mode, "" if splice_at is None else splice_at,
-        len(parents),
+        "failure" if when == FIRST_FAILURE else "", len(parents),
     ]  # fmt: skip
     for ref, policy, parent_step in parents:
         block += [ref, policy, parent_step]
@@ -224,7 +233,9 @@ def plan(client: "Client", steps: Iterable[Step]) -> list[Node]:
     for s in ordered:
         job_id = check_job_id(s.spec.id) if s.spec.id is not None else new_job_id()
         parents = [(refs[p], policy, p) for p, policy in s.parents().items()]
-        node = node_args(client, s.spec, step=s.name, parents=parents, pass_results=s.pass_results, job_id=job_id)
+        node = node_args(
+            client, s.spec, step=s.name, parents=parents, pass_results=s.pass_results, job_id=job_id, when=s.when
+        )
         refs[s.name] = f"{node.queue}|{node.id}"
         nodes.append(node)
     return nodes

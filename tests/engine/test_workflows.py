@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from jobconsole.core import Client, JobSpec, JobState, JobStateConflict, TaskRegistry
+from jobconsole.core.compose import batch, chain, chord, group, job
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.workflows import ARGS, ARGS_LIST, RUN, InvalidWorkflow, Step
@@ -361,3 +362,56 @@ def test_a_fan_in_of_500_fires_its_callback_once(r: "redis.Redis", client: Clien
     done = client.get(made.job_ids_by_step["done"])
     assert done.state is JobState.COMPLETED and len(done.history) == 1 and LOG.count("done") == 1
     assert done.result["results"] == {f"m{i}": i for i in range(500)}
+
+
+# --- chains, groups, chords, batches (core/compose.py) -----------------------------------------------------
+
+
+def call(*args: Any) -> JobSpec:
+    return JobSpec(task="w.call", params={"args": list(args), "kwargs": {}})
+
+
+def test_celery_canvas_examples(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
+    made = client.enqueue_workflow(chain(call(2, 2), call(4), call(8)))
+    grouped = client.enqueue_workflow(group(call(i, i) for i in range(10)))
+    chorded = client.enqueue_workflow(chord((call(i, i) for i in range(10)), call()))
+    run_all(r, registry)
+    assert client.get(made.job_ids_by_step["chain.2"]).result == 16
+    assert sorted(client.get(i).result for i in grouped.job_ids_by_step.values()) == [2 * i for i in range(10)]
+    assert client.get(chorded.job_ids_by_step["chord.body"]).result == 90
+    assert client.get(chorded.job_ids_by_step["chord.body"]).params["args"] == [[2 * i for i in range(10)]]
+
+
+def test_nested_flows_and_immutable_links(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
+    flow = chain(call(1), group(chain(call(10), call(100)), call(1000)), job(call(5), immutable=True), call(7))
+    made = client.enqueue_workflow(flow)
+    run_all(r, registry)
+    ids = made.job_ids_by_step
+    assert sorted(ids) == ["chain.0", "chain.1.group.0.chain.0", "chain.1.group.0.chain.1",
+                           "chain.1.group.1", "chain.2", "chain.3"]  # fmt: skip
+    # 1 -> (1+10 -> 11+100 = 111, 1+1000 = 1001) -> 5 (takes nothing) -> 5+7
+    assert client.get(ids["chain.1.group.0.chain.1"]).result == 111
+    assert client.get(ids["chain.1.group.1"]).result == 1001
+    assert client.get(ids["chain.2"]).params["args"] == [5]
+    assert client.get(ids["chain.3"]).result == 12
+    order = [client.get(ids[s]).history[0].started_at for s in ("chain.0", "chain.1.group.1", "chain.2", "chain.3")]
+    assert order == sorted(order)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_batch_callbacks(r: "redis.Redis", client: Client, registry: TaskRegistry, fail: bool) -> None:
+    members = [JobSpec(task="w.add", params={"x": i}) for i in range(5)]
+    if fail:
+        members.append(JobSpec(task="w.boom"))
+    made = client.enqueue_workflow(
+        batch(members, on_complete=note("complete"), on_success=note("success"), on_death=note("death"),
+              pass_results="results")
+    )  # fmt: skip
+    run_all(r, registry)
+    states = {s: client.get(made.job_ids_by_step[f"batch.{s}"]).state for s in ("complete", "success", "death")}
+    ran = JobState.COMPLETED
+    assert states == ({"complete": ran, "success": JobState.CANCELLED, "death": ran} if fail else
+                      {"complete": ran, "success": ran, "death": JobState.CANCELLED})  # fmt: skip
+    assert sorted(t for t in LOG if t in ("complete", "success", "death")) == (
+        ["complete", "death"] if fail else ["complete", "success"]
+    )

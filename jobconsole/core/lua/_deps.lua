@@ -6,7 +6,8 @@
 --   <job>:children  SET of its dependents' refs
 -- A ref is "<queue>|<job id>". Job hash fields: deps_n (number of parents), kids ('1': it has dependents),
 -- pass and splice_at (where the parents' results go in its params), release_delay (ms from its release),
--- cancelled_by (the parent ref whose failure cancelled it). The script that ends a job (complete, fail,
+-- cancelled_by (the parent ref whose failure cancelled it), when ('failure': released by its first parent that
+-- does not complete, cancelled once all completed: a batch's death callback). The script that ends a job (complete, fail,
 -- cancel, recover, release's drop, delete, replace's cancel, a workflow's cancel) releases its dependents in the
 -- same call: nothing can end between a parent's end and its dependents' release, and a repeated end (a stale
 -- token is refused before; an edge already ended answers 0 to HSETNX) releases nothing twice.
@@ -125,12 +126,21 @@ end
 -- Returns true when that cancelled the dependent (its own dependents are then told in turn).
 local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen)
   if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
-  local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass')
+  local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass', 'when')
   if state == 'completed' and h[3] and h[3] ~= '' then
     redis.call('HSET', child_key .. ':results', parent_ref, result)
   end
   if h[1] ~= 'waiting' then return false end
   local _, cq, cid = dep_job(child_ref)
+  if h[4] == 'failure' then
+    if state ~= 'completed' then
+      dep_release(child_key, cq, cid, now, maxlen)
+    elseif redis.call('HLEN', child_key .. ':ended') >= tonumber(h[2] or '0') then
+      dep_cancel(child_key, cq, cid, '', now, maxlen)  -- every parent completed: nothing to report
+      return true
+    end
+    return false
+  end
   if state ~= 'completed' and dep_policy(child_key, parent_ref) ~= 'run' then
     dep_cancel(child_key, cq, cid, parent_ref, now, maxlen)
     return true
