@@ -108,8 +108,8 @@ class Signature:
               **options: Any) -> "Signature":  # fmt: skip
         args_, kwargs_, options_ = self._merge(args, kwargs, options)
         for key in ("link", "link_error"):
-            if key in options_:
-                options_[key] = list(options_[key])
+            if options_.get(key) is not None:
+                options_[key] = _signatures(key, options_[key])
         clone = Signature(self._task or self.task, args_, kwargs_, options_, immutable=self.immutable)
         return clone
 
@@ -254,7 +254,7 @@ class chain(Signature):  # noqa: N801 - Celery's name
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               **options: Any) -> EagerResult[Any]:  # fmt: skip
-        return cast(EagerResult[Any], _eager(self, (), args, kwargs, options))
+        return cast(EagerResult[Any], _eager(self.clone(**options), (), args, kwargs, {}))
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "kwargs": {"tasks": [t.as_dict() for t in self.tasks]}}
@@ -307,7 +307,7 @@ class group(Signature):  # noqa: N801 - Celery's name
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,  # type: ignore[override]
               **options: Any) -> "GroupResult":  # fmt: skip
-        return cast(GroupResult, _eager(self, (), args, kwargs, options))
+        return cast(GroupResult, _eager(self.clone(**options), (), args, kwargs, {}))
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "kwargs": {"tasks": [t.as_dict() for t in self.tasks]}}
@@ -357,7 +357,7 @@ class chord(Signature):  # noqa: N801 - Celery's name
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               body: Signature | None = None, **options: Any) -> EagerResult[Any]:  # fmt: skip
-        return cast(EagerResult[Any], _eager(self._with_body(args, kwargs, body, {}), (), None, None, options))
+        return cast(EagerResult[Any], _eager(self._with_body(args, kwargs, body, options), (), None, None, {}))
 
     def as_dict(self) -> dict[str, Any]:
         body = self.body.as_dict() if self.body is not None else None
@@ -383,15 +383,20 @@ def _starmap(task: str, it: list[list[Any]]) -> list[Any]:
 
 
 @shared_task(name="celery.errback")
-def _errback(parent_id: str, errback: dict[str, Any]) -> Any:
-    """link_error's step, run whatever its parent ended in: calls `errback` here if the job `parent_id` failed
-    (or was cancelled), as Celery calls it inline in the worker; nothing when it succeeded."""
-    parent: AsyncResult[Any] = AsyncResult(parent_id)
-    if parent.state not in (FAILURE, REVOKED):
+def _errback(watched: list[str], errback: dict[str, Any]) -> Any:
+    """link_error's step (celery_workflows.py), run when one of the `watched` jobs did not complete: calls
+    `errback` here with the first that failed (else the first cancelled), as Celery calls it inline in the
+    worker; nothing if none did."""
+    results: list[AsyncResult[Any]] = [AsyncResult(i) for i in watched]
+    states = [r.state for r in results]
+    failed = next((r for r, s in zip(results, states, strict=True) if s == FAILURE), None) or next(
+        (r for r, s in zip(results, states, strict=True) if s == REVOKED), None
+    )
+    if failed is None:
         return None
     sig = maybe_signature(errback)
     assert sig is not None
-    return _eager(sig, _errback_args(sig, parent), None, None, {}).get()
+    return _eager(sig, _errback_args(sig, failed), None, None, {}).get()
 
 
 class xmap(Signature):  # noqa: N801 - Celery's name
@@ -560,6 +565,9 @@ def _eager(sig: Signature, prepend: tuple[Any, ...], args: Sequence[Any] | None,
            options: Mapping[str, Any]) -> AsyncResult[Any]:  # fmt: skip
     """Run `sig` here with `prepend` (the previous step's result, or nothing) before `args`."""
     args = tuple(prepend) + tuple(args or ())
+    if isinstance(sig, chain | group | chord) and (sig.options.get("link") or sig.options.get("link_error")):
+        raise TypeError(f"{sig.subtask_type}: run here (apply(), task_always_eager), links of a composite are not "
+                        "supported; link its steps")  # fmt: skip
     if isinstance(sig, chain):
         last: AsyncResult[Any] | None = None
         step_args: tuple[Any, ...] = args
@@ -571,7 +579,7 @@ def _eager(sig: Signature, prepend: tuple[Any, ...], args: Sequence[Any] | None,
         return last
     if isinstance(sig, group):
         results = [_eager(t, (), args, kwargs, options) for t in sig.tasks]
-        return EagerGroupResult(options.get("group_id"), results)
+        return EagerGroupResult(sig.options.get("group_id"), results)
     if isinstance(sig, chord):
         assert sig.body is not None
         header = cast(GroupResult, _eager(sig.tasks, (), args, kwargs, options))
@@ -656,23 +664,29 @@ def push_down(sig: Signature) -> Signature:
     start: dict[str, Any] = {k: opts[k] for k in ("countdown", "eta") if k in opts}
     result_id: dict[str, Any] = {"task_id": opts["task_id"]} if "task_id" in opts else {}
     keep: dict[str, Any] = {k: opts[k] for k in ("link", "link_error") if k in opts}
+    errbacks = _signatures("link_error", opts.get("link_error") or [])
 
-    def give(part: Signature, extra: dict[str, Any]) -> Signature:
+    def give(part: Signature, extra: dict[str, Any], with_errbacks: bool = False) -> Signature:
         part = part.clone()
         for key, value in extra.items():
             part.options.setdefault(key, value)
+        if with_errbacks and errbacks:  # Celery links a group's errback to each member, a chord's to its body
+            part.options["link_error"] = [*_signatures("link_error", part.options.get("link_error") or []),
+                                          *errbacks]  # fmt: skip
         return push_down(part)
 
     if isinstance(sig, chain):
         last = len(sig.tasks) - 1
         return chain(*[give(t, {**every, **(start if i == 0 else {}), **(result_id if i == last else {})})
                        for i, t in enumerate(sig.tasks)], **keep)  # fmt: skip
+    links = {"link": opts["link"]} if "link" in opts else {}
     if isinstance(sig, group):
         group_id = opts.get("group_id") or opts.get("task_id")
-        return group([give(t, {**every, **start}) for t in sig.tasks], **keep,
+        return group([give(t, {**every, **start}, with_errbacks=True) for t in sig.tasks], **links,
                      **({"group_id": group_id} if group_id else {}))  # fmt: skip
     assert sig.body is not None
-    return chord(give(sig.tasks, {**every, **start}), give(sig.body, {**every, **result_id}), **keep)
+    return chord(give(sig.tasks, {**every, **start}), give(sig.body, {**every, **result_id}, with_errbacks=True),
+                 **links)  # fmt: skip
 
 
 def _send(sig: Signature) -> AsyncResult[Any]:

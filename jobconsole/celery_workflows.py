@@ -10,9 +10,10 @@ How Celery's semantics map onto steps:
   run. `AsyncResult.get()` of a step cancelled so raises the failure that cancelled it (a chord's body: ChordError),
   as Celery's `get()` raises a parent's error;
 - `link=` is a dependent step given the result; `link_error=` is a step of the built-in task `celery.errback` that
-  runs whatever its parent ended in (the "run" policy) and calls the errback, in its job, only when the parent
-  failed: with (request, exc, traceback) when it takes three arguments, else with the failed task's id (Celery's
-  two forms; Celery also calls it inline in the worker).
+  the engine runs at the first of its watched steps that does not complete (`when="first_failure"`; cancelled
+  when all complete): a task's own step, every step of a chain; a group's members and a chord's body each get
+  the errback (push_down). It calls the errback in its job with (request, exc, traceback) when it takes three
+  arguments, else with the failed task's id (Celery's two forms; Celery calls it inline in the worker).
 """
 
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from jobconsole.canvas import (
 from jobconsole.celery import AsyncResult, celery_priority
 from jobconsole.core import JobSpec
 from jobconsole.core.ids import new_job_id
-from jobconsole.core.workflows import ARGS, ARGS_LIST, RUN, Step, plan
+from jobconsole.core.workflows import ARGS, ARGS_LIST, FIRST_FAILURE, RUN, Step, plan
 from jobconsole.engine import get_client
 
 _SEND_OPTIONS = frozenset({"task_id", "countdown", "eta", "queue", "priority", "link", "link_error"})
@@ -53,6 +54,7 @@ class _Out:
 class _Builder:
     def __init__(self) -> None:
         self.steps: list[Step] = []
+        self.side: set[str] = set()  # steps of links and errbacks: not watched by an enclosing link_error
 
     def _name(self, task: str) -> str:
         return f"{len(self.steps) + 1}.{task}"[:100]
@@ -62,14 +64,15 @@ class _Builder:
         if isinstance(sig, chunks):
             return self.add(sig.group(), incoming)
         if isinstance(sig, chain):
-            out, last = incoming, None
+            first_step, out, last = len(self.steps), incoming, None
             for step in sig.tasks:
                 out_, result = self.add(step, out)
                 _attach(result, last)
                 out, last = out_, result
             if out is None or last is None:
                 raise ValueError("an empty chain has nothing to send")
-            self._links(sig, out, last)
+            watched = tuple(s.name for s in self.steps[first_step:] if s.name not in self.side)
+            self._links(sig, out, last, watched)
             return out, last
         if isinstance(sig, group):
             outs, results = [], []
@@ -79,7 +82,7 @@ class _Builder:
                 results.append(result)
             grouped = GroupResult(sig.options.get("group_id"), results)
             out = _Out("list", tuple(s for o in outs for s in o.steps))
-            self._links(sig, out, grouped)
+            self._links(sig, out, grouped, out.steps)  # push_down gave each member the group's link_error
             return out, grouped
         if isinstance(sig, chord):
             if sig.body is None:
@@ -87,7 +90,7 @@ class _Builder:
             header_out, header = self.add(sig.tasks, incoming)
             out, body = self.add(sig.body, header_out)
             _attach(body, header)
-            self._links(sig, out, body)
+            self._links(sig, out, body, out.steps)  # push_down gave the body the chord's link_error
             return out, body
         return self._task(sig, incoming)
 
@@ -119,21 +122,25 @@ class _Builder:
         self.steps.append(Step(name, spec, after=after, pass_results=pass_results))
         result: AsyncResult[Any] = AsyncResult(str(spec.id))
         out = _Out("one", (name,))
-        self._links(sig, out, result)
+        self._links(sig, out, result, out.steps)
         return out, result
 
-    def _links(self, sig: Signature, out: _Out, result: AsyncResult[Any]) -> None:
-        """link: steps given the result; link_error: celery.errback steps that run whatever the parent ended in."""
+    def _links(self, sig: Signature, out: _Out, result: AsyncResult[Any], watched: tuple[str, ...]) -> None:
+        """link: steps given the result (`out`). link_error: one celery.errback step per errback, run at the first
+        of the `watched` steps that does not complete (the engine's first_failure; cancelled if all complete)."""
         for callback in _signatures("link", sig.options.get("link") or []):
+            first_step = len(self.steps)
             _, child = self.add(callback, out)
+            self.side.update(s.name for s in self.steps[first_step:])
             result.children.append(child)
         for errback in _signatures("link_error", sig.options.get("link_error") or []):
-            for parent in out.steps:
-                parent_id = str(next(s.spec.id for s in self.steps if s.name == parent))
-                spec = JobSpec(task=_errback.name, params=call_params([parent_id, errback.as_dict()], {}),
-                               id=new_job_id(), queue=_queue_of_errback(errback))  # fmt: skip
-                self.steps.append(Step(self._name(_errback.name), spec, after={parent: RUN}))
-                result.children.append(AsyncResult(str(spec.id)))
+            ids = {s.name: str(s.spec.id) for s in self.steps}
+            spec = JobSpec(task=_errback.name, params=call_params([[ids[w] for w in watched], errback.as_dict()], {}),
+                           id=new_job_id(), queue=_queue_of_errback(errback))  # fmt: skip
+            name = self._name(_errback.name)
+            self.steps.append(Step(name, spec, after=dict.fromkeys(watched, RUN), when=FIRST_FAILURE))
+            self.side.add(name)
+            result.children.append(AsyncResult(str(spec.id)))
 
 
 def _queue_of_errback(errback: Signature) -> str:

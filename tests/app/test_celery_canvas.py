@@ -123,6 +123,12 @@ def test_chain_semantics_here() -> None:
     assert bad.failed() and [c.get() for c in bad.children] == [f"{bad.id} failed: ValueError('failed with [7]')"]
 
 
+def test_links_of_a_composite_are_refused_here() -> None:
+    for composite in (chain(add.s(1, 1), add.s(1)), group(add.s(1, 1)), chord([add.s(1, 1)], xsum.s())):
+        with pytest.raises(TypeError, match="links of a composite are not supported"):
+            composite.apply(link_error=on_error.s())
+
+
 def test_map_starmap_and_chunks_here() -> None:
     assert add.starmap([(1, 2), (3, 4)]).apply().get() == [3, 7]
     assert identity.map([1, "a", [2]]).apply().get() == [1, "a", [2]]

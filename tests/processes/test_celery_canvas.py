@@ -84,8 +84,20 @@ def test_failures_links_and_errbacks(client: Client, worker: Processes) -> None:
     linked = add.apply_async((2, 2), link=mul.s(10), link_error=on_error.s())
     assert linked.get(timeout=TIMEOUT) == 4
     assert linked.children[0].get(timeout=TIMEOUT) == 40
-    assert linked.children[1].get(timeout=TIMEOUT) is None  # the errback step ran and did nothing
+    assert linked.children[1].state == REVOKED  # the errback's step was cancelled when its task completed
     failing = fail.apply_async((7,), link=mul.s(10), link_error=on_error.s())
     errback = failing.children[1]
     assert errback.get(timeout=TIMEOUT) == f"{failing.id} failed: ValueError('failed with [7]')"
     assert failing.children[0].state == REVOKED  # the link was cancelled with its failed parent
+
+    # A chain's errback watches every step, called once with the one that failed; a group's, each member.
+    stopped = chain(add.s(1, 1), fail.s(), add.s(1)).apply_async(link_error=on_error.s())
+    [chain_errback] = stopped.children
+    failed_step = stopped.parent
+    assert failed_step is not None
+    assert chain_errback.get(timeout=TIMEOUT) == f"{failed_step.id} failed: ValueError('failed with [2]')"
+    members = group(add.s(1, 1), fail.s(4)).apply_async(link_error=on_error.s())
+    assert isinstance(members, GroupResult)
+    good, bad = members.results
+    assert bad.children[0].get(timeout=TIMEOUT) == f"{bad.id} failed: ValueError('failed with [4]')"
+    assert good.get(timeout=TIMEOUT) == 2 and good.children[0].state == REVOKED
