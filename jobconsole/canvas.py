@@ -31,6 +31,7 @@ from jobconsole.celery import (
     Request,
     _tasks,
     celery_priority,
+    job_id_of,
     shared_task,
 )
 from jobconsole.core import JobSpec
@@ -633,14 +634,16 @@ def _send_plain_group(g: group) -> GroupResult:
         queue = options.get("queue") or task.app._dynamic_route(task.name, args, kwargs) or task.queue
         priority = options.get("priority")
         specs.append(JobSpec(
-            task=task.name, params=call_params(args, kwargs), id=options.get("task_id"), queue=queue,
+            task=task.name, params=call_params(args, kwargs),
+            id=job_id_of(options["task_id"]) if options.get("task_id") else None, queue=queue,
             priority=celery_priority(priority if priority is not None else task.priority),
             delay=options.get("countdown"), run_at=task.app._aware(options.get("eta")),
         ))  # fmt: skip
     if g.tasks and g.tasks[0].type.app.conf.task_always_eager:
         return cast(GroupResult, _eager(g, (), None, None, {}))
     ids = transactional.enqueue_many(specs)
-    return GroupResult(g.options.get("group_id"), [AsyncResult(i) for i in ids])
+    given = [m.options.get("task_id") for m in g.tasks]
+    return GroupResult(g.options.get("group_id"), [AsyncResult(t or i) for t, i in zip(given, ids, strict=True)])
 
 
 # Send options of a composite: given to its parts by push_down.

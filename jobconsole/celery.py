@@ -41,6 +41,7 @@ import re
 import sys
 import time
 import traceback as traceback_module
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,8 @@ from datetime import UTC, datetime, tzinfo
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, cast, overload
 from zoneinfo import ZoneInfo
+
+from ulid import ULID
 
 from jobconsole import transactional
 from jobconsole.calls import call_params, register_call_task
@@ -121,6 +124,17 @@ class Request:
 _current_request: ContextVar[Request | None] = ContextVar("jobconsole_celery_request", default=None)
 
 
+def job_id_of(task_id: str) -> str:
+    """The job id of a task id: a ULID as it is; a UUID, Celery's own task ids (`task_id=str(uuid4())`), as the
+    ULID of the same 128 bits, so `AsyncResult(that uuid)` finds the job (a uuid7's time is the ULID's too)."""
+    if isinstance(task_id, str) and len(task_id) in (32, 36):
+        try:
+            return str(ULID.from_uuid(uuid.UUID(task_id)))
+        except ValueError:
+            pass
+    return task_id
+
+
 class AsyncResult[R]:
     """A job by id, read from Redis when asked (Celery's AsyncResult). An unknown id is PENDING, as in Celery.
     `parent` is the result of the step before in a chain (None otherwise); `children` what the canvas started
@@ -138,7 +152,7 @@ class AsyncResult[R]:
 
     def _job(self) -> Job | None:
         try:
-            return get_client().get(self.id)
+            return get_client().get(job_id_of(self.id))
         except (JobNotFound, InvalidJob):
             return None
 
@@ -484,11 +498,11 @@ class CeleryTask[**P, R]:
             raise TypeError(f"{self.name}: give countdown or eta, not both")
         queue = queue or app._dynamic_route(self.name, args, kwargs) or self.queue
         job_id = transactional.enqueue(
-            self.name, call_params(args, kwargs), mode=mode, id=task_id, queue=queue,
+            self.name, call_params(args, kwargs), mode=mode, id=task_id and job_id_of(task_id), queue=queue,
             priority=celery_priority(priority if priority is not None else self.priority),
             delay=countdown, run_at=app._aware(eta),
         )  # fmt: skip
-        return AsyncResult(job_id)
+        return AsyncResult(task_id or job_id)
 
     def apply(
         self,
@@ -1059,10 +1073,10 @@ class Celery:
         if priority is None and task is not None:
             priority = task.priority
         job_id = transactional.enqueue(
-            name, call_params(args, kwargs), id=task_id, queue=queue, priority=celery_priority(priority),
-            delay=countdown, run_at=self._aware(eta),
+            name, call_params(args, kwargs), id=task_id and job_id_of(task_id), queue=queue,
+            priority=celery_priority(priority), delay=countdown, run_at=self._aware(eta),
         )  # fmt: skip
-        return AsyncResult(job_id)
+        return AsyncResult(task_id or job_id)
 
     def AsyncResult(self, task_id: str, **kwargs: Any) -> AsyncResult[Any]:  # noqa: N802 - Celery's name
         return AsyncResult(task_id, **kwargs)
@@ -1136,5 +1150,5 @@ __all__ = [
     "FAILURE", "PENDING", "RETRY", "REVOKED", "STARTED", "SUCCESS",
     "AsyncResult", "Celery", "CeleryTask", "ChordError", "EagerResult", "GroupResult", "Request", "Settings",
     "Signature", "TaskError", "TaskOptions", "TaskRevokedError", "celery_priority", "chain", "chord", "chunks",
-    "current_app", "group", "maybe_signature", "shared_task", "signature", "xmap", "xstarmap",
+    "current_app", "group", "job_id_of", "maybe_signature", "shared_task", "signature", "xmap", "xstarmap",
 ]  # fmt: skip

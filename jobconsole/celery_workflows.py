@@ -34,7 +34,7 @@ from jobconsole.canvas import (
     group,
     push_down,
 )
-from jobconsole.celery import AsyncResult, celery_priority
+from jobconsole.celery import AsyncResult, celery_priority, job_id_of
 from jobconsole.core import JobSpec
 from jobconsole.core.ids import new_job_id
 from jobconsole.core.workflows import ARGS, ARGS_LIST, FIRST_FAILURE, RUN, Step, plan
@@ -113,14 +113,15 @@ class _Builder:
         task._check_arguments([None, *args] if pass_results else args, kwargs)
         priority = options.get("priority")
         spec = JobSpec(
-            task=task.name, params=call_params(args, kwargs), id=options.get("task_id") or new_job_id(),
+            task=task.name, params=call_params(args, kwargs),
+            id=job_id_of(options["task_id"]) if options.get("task_id") else new_job_id(),
             queue=options.get("queue") or task.app._dynamic_route(task.name, args, kwargs) or task.queue,
             priority=celery_priority(priority if priority is not None else task.priority),
             delay=options.get("countdown"), run_at=task.app._aware(options.get("eta")),
         )  # fmt: skip
         name = self._name(task.name)
         self.steps.append(Step(name, spec, after=after, pass_results=pass_results))
-        result: AsyncResult[Any] = AsyncResult(str(spec.id))
+        result: AsyncResult[Any] = AsyncResult(options.get("task_id") or str(spec.id))
         out = _Out("one", (name,))
         self._links(sig, out, result, out.steps)
         return out, result

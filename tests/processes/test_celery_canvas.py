@@ -3,13 +3,25 @@ chains passing results (and `si` not), chords, a chain of chords (one workflow),
 starmap / chunks, link and link_error, and what a failure does: a chain stops and its last result's get() raises
 the failure, as Celery's does; a chord's body does not run and raises ChordError."""
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobconsole.celery import FAILURE, REVOKED, SUCCESS, ChordError, GroupResult, chain, chord, group
+from jobconsole.celery import (
+    FAILURE,
+    REVOKED,
+    SUCCESS,
+    AsyncResult,
+    ChordError,
+    GroupResult,
+    chain,
+    chord,
+    group,
+    job_id_of,
+)
 from jobconsole.core import Client, JobState
 from tests.celery_tasks import add, fail, identity, mul, on_error, xsum
 from tests.processes.test_worker_processes import Processes
@@ -57,6 +69,15 @@ def test_celerys_documented_examples_and_results_passing(client: Client, worker:
     assert len(r.keys("*}:wf:*")) == workflows_before + 1  # one workflow for the whole canvas
     assert group(chain(add.s(1, 1), mul.s(3)), add.s(5, 5)).apply_async().get(timeout=TIMEOUT) == [6, 10]
     assert chain(identity.s({"a": [1]}), identity.s()).delay().get(timeout=TIMEOUT) == {"a": [1]}
+
+    # Celery's own task ids, UUIDs: the job's id is the ULID of the same bits; results answer to the UUID.
+    first_id, last_id = str(uuid.uuid4()), str(uuid.uuid4())
+    by_uuid = add.apply_async((3, 4), task_id=first_id)
+    assert by_uuid.id == first_id and AsyncResult(first_id).get(timeout=TIMEOUT) == 7
+    assert client.get(job_id_of(first_id)).task == add.name and job_id_of(last_id) != last_id
+    chained = chain(add.s(1, 1), add.s(1)).apply_async(task_id=last_id)
+    assert chained.id == last_id and chained.get(timeout=TIMEOUT) == 3
+    assert group(add.s(1, 1).set(task_id=str(uuid.uuid4()))).apply_async().get(timeout=TIMEOUT) == [2]
 
     # map / starmap: one job each; chunks: a group of starmaps.
     assert add.starmap([(1, 2), (3, 4)]).delay().get(timeout=TIMEOUT) == [3, 7]
