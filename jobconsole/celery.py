@@ -853,6 +853,7 @@ class Settings(dict[str, Any]):
             raise AttributeError(key) from None
 
     def __setitem__(self, key: str, value: Any) -> None:
+        self._app._warn_ignored(key, value, f"app.conf.{key}")
         self._changes[key] = value
         if self._loaded:
             super().__setitem__(key, value)
@@ -926,6 +927,8 @@ class Celery:
         if include:
             self.conf.include = tuple(include)
         self.task = _TaskDecorator(self)
+        # Celery's app signals, connected to for beat's add_periodic_task: their receivers are never called.
+        self.on_configure = self.on_after_configure = self.on_after_finalize = _Signal(self)
         _apps.append(self)
         if set_as_current:
             _current.append(self)
@@ -1095,6 +1098,10 @@ class Celery:
     def finalize(self, auto: bool = False) -> None:
         finalize()
 
+    def add_periodic_task(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("periodic jobs are JOBCONSOLE['PERIODIC'] (or the console's schedules), run by runscheduler; "
+                        "Celery's add_periodic_task and beat are not supported")  # fmt: skip
+
     def set_current(self) -> None:
         _current.append(self)
 
@@ -1103,6 +1110,22 @@ class Celery:
 
     def __repr__(self) -> str:
         return f"<Celery {self.main}>"
+
+
+class _Signal:
+    """Celery's `app.on_after_configure` & co.: `connect` takes a receiver (as a decorator too) and logs that it
+    will not be called, since what they set up there (periodic tasks) is JOBCONSOLE['PERIODIC'] here."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def connect(self, receiver: Callable[..., Any] | None = None, **options: Any) -> Any:
+        def connected(func: Callable[..., Any]) -> Callable[..., Any]:
+            log.warning("Celery app signal receiver %s.%s is not called: periodic jobs are JOBCONSOLE['PERIODIC'] "
+                        "(runscheduler)", func.__module__, func.__qualname__)  # fmt: skip
+            return func
+
+        return connected(receiver) if receiver is not None else connected
 
 
 def _import_related(package: str, related_name: str) -> None:

@@ -169,6 +169,25 @@ def test_the_app_reads_its_settings_when_first_needed_and_logs_what_it_ignores_o
         "Celery setting CELERY_BROKER_URL is ignored: Jobconsole uses JOBCONSOLE['REDIS_URL']",
         "Celery setting CELERY_WORKER_CONCURRENCY is ignored: use runworker --concurrency",
     ]
+    # Set on app.conf, as Celery's docs set beat_schedule: logged too. Beat's signal receivers: logged, not called.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="jobconsole.celery"):
+        app.conf.beat_schedule = {"every-minute": {"task": "tests.celery_tasks.add", "schedule": 60}}
+        app.conf.task_always_eager = False
+
+        @app.on_after_configure.connect
+        def setup_periodic_tasks(sender: Any, **kwargs: Any) -> None:
+            sender.add_periodic_task(60, add.s(1, 1))
+
+    assert caplog.messages == [
+        "Celery setting app.conf.beat_schedule is ignored: periodic jobs are JOBCONSOLE['PERIODIC'] (runscheduler)",
+        "Celery app signal receiver tests.app.test_celery_canvas.test_the_app_reads_its_settings_when_first_needed_"
+        "and_logs_what_it_ignores_once.<locals>.setup_periodic_tasks is not called: periodic jobs are "
+        "JOBCONSOLE['PERIODIC'] (runscheduler)",
+    ]
+    with pytest.raises(TypeError, match="add_periodic_task"):
+        setup_periodic_tasks(app)
+
     # An object, a module, "module:attribute", lower-case settings without a namespace.
     other = Celery("objects", set_as_current=False)
     other.config_from_object(SimpleNamespace(task_default_queue="q2", TASK_ROUTES="upper-case: not a setting"))
