@@ -293,7 +293,7 @@ def _resubmit_dead(ctx: Ctx, task: str | None = None) -> int:
     requeued = 0
     try:
         k = queue_keys(QUEUE)
-        for job_id in cast(list[str], ctx.r.zrange(k.dead, 0, -1)):
+        for job_id in cast(list[str], ctx.r.zrange(k.sets["dead"], 0, -1)):
             if task is not None and ctx.r.hget(k.job(job_id), "task") != task:
                 continue
             with contextlib.suppress(JobStateConflict, JobNotFound):  # changed meanwhile: judged by the checker

@@ -17,6 +17,7 @@ from jobconsole import audit
 from jobconsole.conf import retention
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobQueueError, JobState, JobStateConflict
 from jobconsole.core.editing import edit_job
+from jobconsole.core.states import RESUBMITTABLE_STATES
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
 
@@ -82,7 +83,7 @@ def recover_expired(queue: str) -> tuple[list[str], list[str]]:
     """The recoverer's pass over one queue, now: every job whose lease ran out is requeued (a `worker_lost`
     attempt) or, with its attempts used up, dead-lettered. Returns (requeued ids, dead-lettered ids)."""
     store = get_client().store
-    ttl_ms = int(retention().failed * 1000)
+    ttl_ms = int(retention()[JobState.FAILED] * 1000)
     requeued: list[str] = []
     ended: list[str] = []
     while True:
@@ -180,7 +181,7 @@ class Edit:
     reason: str = ""
 
 
-RESUBMITTABLE = frozenset({JobState.DEAD, JobState.FAILED, JobState.DROPPED, JobState.CANCELLED})
+RESUBMITTABLE = RESUBMITTABLE_STATES
 
 
 def edit_and_retry(user: User, job_id: str, edit: Edit) -> Outcome:

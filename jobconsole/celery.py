@@ -58,6 +58,7 @@ from jobconsole.core import JobContext, JobNotFound, JobState, Retry
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.ids import new_job_id
 from jobconsole.core.job import Job
+from jobconsole.core.states import STATES
 from jobconsole.core.tasks import Task as EngineTask
 from jobconsole.engine import get_client
 
@@ -76,18 +77,7 @@ _NO_OP_OPTIONS = frozenset(
 
 PENDING, STARTED, RETRY, SUCCESS, FAILURE, REVOKED = "PENDING", "STARTED", "RETRY", "SUCCESS", "FAILURE", "REVOKED"
 READY_STATES = frozenset({SUCCESS, FAILURE, REVOKED})
-STATE_OF_JOB = {
-    JobState.SCHEDULED: PENDING,
-    JobState.QUEUED: PENDING,
-    JobState.RUNNING: STARTED,
-    JobState.RETRYING: RETRY,
-    JobState.COMPLETED: SUCCESS,
-    JobState.DEAD: FAILURE,
-    JobState.FAILED: FAILURE,
-    JobState.DROPPED: FAILURE,
-    JobState.CANCELLED: REVOKED,
-    JobState.WAITING: PENDING,  # waits for its parents in a workflow (a chain's later step, a chord's body)
-}
+STATE_OF_JOB = {state: info.celery for state, info in STATES.items()}  # the state table's `celery`
 
 
 class TaskError(Exception):

@@ -17,9 +17,10 @@ from jobconsole import actions as job_actions
 from jobconsole.actions import Outcome, User
 from jobconsole.core import InvalidJob, JobState
 from jobconsole.core.ids import check_job_id
+from jobconsole.core.states import CANCELLABLE_STATES, REQUEUEABLE_STATES
 
-RETRYABLE = frozenset({JobState.SCHEDULED, JobState.RETRYING, *job_actions.RESUBMITTABLE})
-CANCELLABLE = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING})
+RETRYABLE = REQUEUEABLE_STATES
+CANCELLABLE = CANCELLABLE_STATES
 
 
 def _canonical(job_id: str) -> str | None:

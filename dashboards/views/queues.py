@@ -11,13 +11,13 @@ from dashboards.queue_status import live_workers, queue_statuses
 from dashboards.rendering import page
 from jobconsole import audit
 from jobconsole.core import InvalidJob, JobState
+from jobconsole.core.states import CONSOLE_ORDER
 from jobconsole.engine import get_client
 from jobconsole.models import Queue
 
 PAGE = 50
-# The states a queue's page lists, in the order an operator reads them.
-TABS = [JobState.QUEUED, JobState.RUNNING, JobState.SCHEDULED, JobState.RETRYING, JobState.DEAD,
-        JobState.FAILED, JobState.COMPLETED, JobState.CANCELLED, JobState.DROPPED]  # fmt: skip
+# The states a queue's page lists, in the order an operator reads them (the state table's `place`).
+TABS = CONSOLE_ORDER
 
 
 def _known(name: str) -> None:

@@ -6,8 +6,12 @@ scripts may build a job key from the declared job-key prefix and an id.
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
+
+from jobconsole.core.states import SET_NAMES, STATES, TERMINAL_STATES, JobState
 
 PREFIX = "jc"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -27,18 +31,14 @@ def worker_key(worker_id: str) -> str:
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The keys of one queue. ZSETs are scored by priority/sequence (ready), run-at ms (scheduled),
-    lease deadline ms (active), or finish ms (terminal sets)."""
+    lease deadline ms (active), or finish ms (terminal sets). Each job state's set (states.py, its `zset`) is
+    in `sets`, by name; the three every hot path uses are fields too."""
 
     queue: str
     ready: str
     scheduled: str
     active: str
-    completed: str
-    failed: str
-    dead: str
-    dropped: str
-    cancelled: str
-    waiting: str  # ZSET of jobs waiting for their parents (lua/_deps.lua), scored by enqueue ms
+    sets: Mapping[str, str]  # every state's set by name (states.SET_NAMES): ready, scheduled, active, dead, ...
     paused: str
     unique: str
     events: str
@@ -76,15 +76,13 @@ class QueueKeys:
         acts on a job by id, which drains the intake first (a job handed to a worker may still be an entry)."""
         return [self.intake, self.ready, self.seq, self.events, self.stats, self.active]
 
+    def state_set(self, state: JobState) -> str:
+        """The set holding the jobs of `state` (scheduled and retrying share one)."""
+        return self.sets[STATES[state].zset]
+
     @property
     def terminal_sets(self) -> dict[str, str]:
-        return {
-            "completed": self.completed,
-            "failed": self.failed,
-            "dead": self.dead,
-            "dropped": self.dropped,
-            "cancelled": self.cancelled,
-        }
+        return {s.value: self.state_set(s) for s in JobState if s in TERMINAL_STATES}
 
 
 @cache
@@ -94,18 +92,13 @@ def queue_keys(queue: str) -> QueueKeys:
     base = f"{PREFIX}:{{q:{queue}}}:"
     return QueueKeys(
         queue=queue,
+        sets=MappingProxyType({name: base + name for name in SET_NAMES}),
         **{
             name: base + name
             for name in [
                 "ready",
                 "scheduled",
                 "active",
-                "completed",
-                "failed",
-                "dead",
-                "dropped",
-                "cancelled",
-                "waiting",
                 "paused",
                 "unique",
                 "events",

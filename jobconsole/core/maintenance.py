@@ -8,12 +8,13 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import redis
 
 from jobconsole.core.queries import Queries
-from jobconsole.core.states import JobState
+from jobconsole.core.states import REDIS_RETENTION, TERMINAL_STATES, JobState
 from jobconsole.core.store import Store
 
 log = logging.getLogger(__name__)
@@ -21,15 +22,34 @@ log = logging.getLogger(__name__)
 RETRYABLE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 
 
-@dataclass(frozen=True, kw_only=True)
 class Retention:
-    """How long Redis keeps finished jobs (seconds). The database mirror keeps history for longer."""
+    """How long Redis keeps finished jobs (seconds), per terminal state: `Retention(failed=60)`; a state not
+    named keeps the state table's default. The database mirror keeps history for longer."""
 
-    completed: float = 86_400.0
-    failed: float = 7 * 86_400.0
-    cancelled: float = 86_400.0
-    dropped: float = 30 * 86_400.0
-    dead: float = 30 * 86_400.0
+    __slots__ = ("seconds",)
+
+    def __init__(self, **seconds: float) -> None:
+        unknown = sorted(set(seconds) - set(REDIS_RETENTION))
+        if unknown:
+            raise TypeError(f"Retention() names no terminal state: {', '.join(unknown)}")
+        self.seconds: Mapping[str, float] = MappingProxyType(
+            {state: float(seconds.get(state, default)) for state, default in REDIS_RETENTION.items()}
+        )
+
+    def __getitem__(self, state: JobState) -> float:
+        return self.seconds[state.value]
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.seconds)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Retention) and self.seconds == other.seconds
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.seconds.items()))
+
+    def __repr__(self) -> str:
+        return f"Retention({', '.join(f'{k}={v}' for k, v in self.seconds.items())})"
 
 
 class Maintenance:
@@ -104,7 +124,7 @@ class Maintenance:
     def recover(self, queue: str, limit: int = 200, outage_ms: int = 0) -> int:
         """Requeue or dead-letter every job of the queue whose lease has expired."""
         total = 0
-        ttl_ms = int(self.retention.failed * 1000)
+        ttl_ms = int(self.retention[JobState.FAILED] * 1000)
         while True:
             requeued, ended = self.store.recover(queue, limit=limit, outage_ms=outage_ms, ttl_ms=ttl_ms)
             for job_id in requeued:
@@ -121,8 +141,8 @@ class Maintenance:
 
     def trim(self, queue: str, limit: int = 1000) -> int:
         removed = 0
-        for state in (JobState.COMPLETED, JobState.FAILED, JobState.DEAD, JobState.DROPPED, JobState.CANCELLED):
-            age_ms = int(getattr(self.retention, state.value) * 1000)
+        for state in sorted(TERMINAL_STATES):
+            age_ms = int(self.retention[state] * 1000)
             while True:
                 n = self.store.trim(queue, state, age_ms=age_ms, limit=limit)
                 removed += n

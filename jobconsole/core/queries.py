@@ -9,7 +9,7 @@ import base64
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -21,7 +21,7 @@ from jobconsole.core import keys, metrics, redis_health, scripts
 from jobconsole.core.errors import InvalidJob, JobNotFound
 from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
-from jobconsole.core.states import JobState
+from jobconsole.core.states import STATE_OF_SET, JobState
 from jobconsole.core.store import Store
 from jobconsole.core.workflows import WorkflowView, decode_view, members
 
@@ -30,16 +30,49 @@ PAGE_MAX = 1000
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
+    """How many jobs each of a queue's state sets holds: every set in `sets` (by states.SET_NAMES), the ones
+    the console and the API have always shown as fields too."""
+
     queue: str
     paused: bool
-    queued: int
-    scheduled: int  # delayed jobs and retries waiting for their backoff
-    running: int
-    completed: int
-    failed: int
-    dead: int
-    dropped: int
-    cancelled: int
+    sets: Mapping[str, int]  # set name -> jobs (ready includes the jobs held for a concurrency group's slot)
+
+    @property
+    def queued(self) -> int:
+        return self.sets["ready"]
+
+    @property
+    def scheduled(self) -> int:
+        """Delayed jobs and retries waiting for their backoff."""
+        return self.sets["scheduled"]
+
+    @property
+    def running(self) -> int:
+        return self.sets["active"]
+
+    @property
+    def completed(self) -> int:
+        return self.sets["completed"]
+
+    @property
+    def failed(self) -> int:
+        return self.sets["failed"]
+
+    @property
+    def dead(self) -> int:
+        return self.sets["dead"]
+
+    @property
+    def dropped(self) -> int:
+        return self.sets["dropped"]
+
+    @property
+    def cancelled(self) -> int:
+        return self.sets["cancelled"]
+
+    def by_state(self) -> dict[str, int]:
+        """The counts named by state (a set two states share, by the first of them: scheduled)."""
+        return {STATE_OF_SET[name]: n for name, n in self.sets.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,15 +181,7 @@ def stream_time(entry_id: str) -> datetime:
 
 
 def _state_key(k: QueueKeys, state: JobState) -> str:
-    if state is JobState.QUEUED:
-        return k.ready
-    if state in (JobState.SCHEDULED, JobState.RETRYING):
-        return k.scheduled
-    if state is JobState.RUNNING:
-        return k.active
-    if state is JobState.WAITING:
-        return k.waiting
-    return k.terminal_sets[state.value]
+    return k.state_set(state)
 
 
 def _encode_cursor(score: float, member: str) -> str:
@@ -243,16 +268,17 @@ class Queries:
         k = queue_keys(queue)
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(k.paused)
-        for key in (k.ready, k.scheduled, k.active, k.completed, k.failed, k.dead, k.dropped, k.cancelled):
+        for key in k.sets.values():
             pipe.zcard(key)
         pipe.smembers(k.groups)
         paused, *n, groups = pipe.execute()
+        counts = dict(zip(k.sets, n, strict=True))
         if groups:  # jobs held for a concurrency group's slot are queued too
             pipe = self.redis.pipeline(transaction=False)
             for group in groups:
                 pipe.zcard(k.held(group))
-            n[0] += sum(pipe.execute())
-        return QueueCounts(queue, bool(paused), *n)
+            counts["ready"] += sum(pipe.execute())
+        return QueueCounts(queue, bool(paused), counts)
 
     def flow_control(self) -> FlowControl:
         """Every concurrency group and queue limit, as they stand (two pipelined round trips)."""

@@ -69,10 +69,14 @@ def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
     for name in scripts.load(script).keys:
         if name == "drain" and k is not None:
             out += k.drain_keys
+        elif name == "sets" and k is not None:  # every state's set, in states.SET_NAMES order (always last)
+            out += k.sets.values()
         elif name in named:
             out.append(named[name])
         elif name in _GLOBAL:
             out.append(_GLOBAL[name])
+        elif k is not None and name in k.sets:
+            out.append(k.sets[name])
         elif k is not None and hasattr(k, name):
             out.append(getattr(k, name))
         else:
@@ -494,7 +498,7 @@ class Store:
     def trim(self, queue: str, state: JobState, *, age_ms: int, limit: int) -> int:
         """Forget up to `limit` jobs that finished in `state` more than `age_ms` ago."""
         k = queue_keys(queue)
-        named = {"finished": k.terminal_sets[state.value]}
+        named = {"finished": k.state_set(state)}
         args = [*self._head(queue), age_ms, limit]
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from jobconsole.core.feed import EventFeed
 from jobconsole.core.queries import Queries
-from jobconsole.core.states import JobState
+from jobconsole.core.states import WAITING_STATES, JobState
 from jobconsole.core.store import Store
 from jobconsole.core.streams import format_id
 from jobconsole.mirror.cursors import Cursors
@@ -29,7 +29,7 @@ from jobconsole.models import DeadLetter, Job, MirrorResync, Queue
 log = logging.getLogger(__name__)
 
 RESYNC_CHUNK = 500  # jobs read from Redis and written per transaction
-WAITING = frozenset({JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value})
+WAITING = frozenset(s.value for s in WAITING_STATES)
 
 
 class Resync:

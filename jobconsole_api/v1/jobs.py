@@ -24,6 +24,7 @@ from jobconsole.core import (
 from jobconsole.core.client import MAX_RETRIES, MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
+from jobconsole.core.states import WAITING_STATES
 from jobconsole.core.timing import MAX_DELAY_SECONDS
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
@@ -385,7 +386,7 @@ def delete(call: Call) -> Reply:
     return _act(call, actions.delete(call.actor, visible_job(call, call.params["job_id"]), call.body.get("reason", "")))
 
 
-WAITING = [JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value]
+WAITING = [s.value for s in JobState if s in WAITING_STATES]  # editable in place
 EDIT_BODY = obj(
     {
         "expected_state": string("the state you saw the job in", enum=WAITING),

@@ -10,6 +10,7 @@ from jobconsole.core.job import Attempt as LiveAttempt
 from jobconsole.core.job import Job as LiveJob
 from jobconsole.core.queries import QueueCounts, WorkerInfo
 from jobconsole.core.results import EnqueueResult
+from jobconsole.core.states import STATE_OF_SET
 from jobconsole.models import Attempt as AttemptRow
 from jobconsole.models import BulkOperation, DeadLetter
 from jobconsole.models import Job as JobRow
@@ -135,14 +136,8 @@ SCHEMAS: dict[str, Schema] = {
         {
             "name": TEXT,
             "paused": boolean(),
-            "queued": integer(),
-            "scheduled": integer(),
-            "running": integer(),
-            "completed": integer(),
-            "failed": integer(),
-            "dead": integer(),
-            "dropped": integer(),
-            "cancelled": integer(),
+            # Jobs per state set (core/states.py); "scheduled" counts retrying jobs too, which share its set.
+            **{state: integer() for state in STATE_OF_SET.values()},
         },
         ("name", "paused"),
     ),
@@ -282,11 +277,7 @@ def dead_letter(letter: DeadLetter) -> dict[str, Any]:
 
 
 def queue(counts: QueueCounts) -> dict[str, Any]:
-    return {
-        "name": counts.queue, "paused": counts.paused, "queued": counts.queued, "scheduled": counts.scheduled,
-        "running": counts.running, "completed": counts.completed, "failed": counts.failed, "dead": counts.dead,
-        "dropped": counts.dropped, "cancelled": counts.cancelled,
-    }  # fmt: skip
+    return {"name": counts.queue, "paused": counts.paused, **counts.by_state()}
 
 
 def worker(info: WorkerInfo) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def test_every_script_declares_keys_the_store_can_fill(name: str) -> None:
     assert declared, f"lua/{name}.lua declares no keys"
     if name in GLOBAL_SCRIPTS:
         return  # the store passes these keys itself
-    named = {"finished": queue_keys("emails").dead} if name == "trim" else {}
+    named = {"finished": queue_keys("emails").sets["dead"]} if name == "trim" else {}
     if name.startswith("workflow"):  # a workflow's record, in the slot of its first step's queue
         named = {"wf_record": queue_keys("emails").workflow("01J00000000000000000000000")}
     if name.startswith("group_"):  # a concurrency group's scripts: the group's own slot

@@ -33,10 +33,10 @@ def stats_by_metric(client: Client, queue: str = "q", task: str = "t.ok") -> Cou
 
 
 def test_lua_and_python_put_a_duration_in_the_same_bucket(r: "redis.Redis") -> None:
-    from jobconsole.core.scripts import LUA_DIR
+    from jobconsole.core.scripts import LUA_DIR, PRELUDE
 
     source = (
-        metrics.LUA_CONSTANTS
+        PRELUDE
         + (LUA_DIR / "_lib.lua").read_text()
         + ("\nlocal out = {}\nfor i = 1, #ARGV do out[i] = hist_bucket(tonumber(ARGV[i])) end\nreturn out")
     )

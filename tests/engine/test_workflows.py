@@ -123,7 +123,7 @@ def test_creation_states_and_a_repeated_call_is_idempotent(r: "redis.Redis", cli
         "a": JobState.QUEUED, "b": JobState.WAITING, "c": JobState.SCHEDULED,
     }  # fmt: skip
     assert client.get(made.job_ids_by_step["b"]).state is JobState.WAITING
-    assert r.zcard(queue_keys("q2").waiting) == 1
+    assert r.zcard(queue_keys("q2").sets["waiting"]) == 1
     again = client.enqueue_workflow(steps, name="first", id="01J00000000000000000000000")
     assert not again.created and again.job_ids_by_step == made.job_ids_by_step
     view = client.queries.workflow(made.workflow_id, made.queue)

@@ -13,7 +13,7 @@
 -- token is refused before; an edge already ended answers 0 to HSETNX) releases nothing twice.
 -- Keys of another queue are built from KEY_ROOT: one Redis runs them atomically; on a Cluster, client.py
 -- refuses a workflow whose jobs span queues (slots), so these keys stay in the calling script's slot.
-local DEP_ENDED = {completed = true, dead = true, failed = true, cancelled = true, dropped = true}
+local DEP_ENDED = {[COMPLETED] = true, [DEAD] = true, [FAILED] = true, [CANCELLED] = true, [DROPPED] = true}
 local DEP_AUX = {':deps', ':ended', ':results', ':children'}
 
 local function dep_base(queue)
@@ -39,7 +39,7 @@ end
 local function dep_blocker(job_key)
   local ended = redis.call('HGETALL', job_key .. ':ended')
   for i = 1, #ended, 2 do
-    if ended[i + 1] ~= 'completed' and dep_policy(job_key, ended[i]) ~= 'run' then return ended[i] end
+    if ended[i + 1] ~= COMPLETED and dep_policy(job_key, ended[i]) ~= 'run' then return ended[i] end
   end
   return nil
 end
@@ -102,13 +102,13 @@ local function dep_release(job_key, queue, job_id, now, maxlen)
   if tonumber(h[1] or '') then at = now + tonumber(h[1]) end
   if at and at > now then
     redis.call('ZADD', base .. 'scheduled', at, job_id)
-    redis.call('HSET', job_key, 'state', 'scheduled', 'run_at', at)
+    redis.call('HSET', job_key, 'state', SCHEDULED, 'run_at', at)
     redis.call('LPUSH', base .. 'wake', '1')  -- idle workers recompute when the next job is due
     redis.call('LTRIM', base .. 'wake', 0, 999)
-    emit(base .. 'events', maxlen, job_id, 'released', 'scheduled')
+    emit(base .. 'events', maxlen, job_id, 'released', SCHEDULED)
   else
     make_ready(job_key, job_id, base .. 'ready', base .. 'seq', base .. 'wake', now)
-    emit(base .. 'events', maxlen, job_id, 'released', 'queued')
+    emit(base .. 'events', maxlen, job_id, 'released', QUEUED)
   end
 end
 
@@ -118,8 +118,8 @@ local function dep_cancel(job_key, queue, job_id, by, now, maxlen)
   local base = dep_base(queue)
   redis.call('ZREM', base .. 'waiting', job_id)
   redis.call('ZADD', base .. 'cancelled', now, job_id)
-  redis.call('HSET', job_key, 'state', 'cancelled', 'finished_at', now, 'cancelled_by', by)
-  emit(base .. 'events', maxlen, job_id, 'cancelled', 'cancelled', {'by', by})
+  redis.call('HSET', job_key, 'state', CANCELLED, 'finished_at', now, 'cancelled_by', by)
+  emit(base .. 'events', maxlen, job_id, 'cancelled', CANCELLED, {'by', by})
 end
 
 -- The edge from a parent to one dependent ended (state: the parent's end state, result its result JSON).
@@ -127,13 +127,13 @@ end
 local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen)
   if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
   local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass', 'when')
-  if state == 'completed' and h[3] and h[3] ~= '' then
+  if state == COMPLETED and h[3] and h[3] ~= '' then
     redis.call('HSET', child_key .. ':results', parent_ref, result)
   end
-  if h[1] ~= 'waiting' then return false end
+  if h[1] ~= WAITING then return false end
   local _, cq, cid = dep_job(child_ref)
   if h[4] == 'failure' then
-    if state ~= 'completed' then
+    if state ~= COMPLETED then
       dep_release(child_key, cq, cid, now, maxlen)
     elseif redis.call('HLEN', child_key .. ':ended') >= tonumber(h[2] or '0') then
       dep_cancel(child_key, cq, cid, '', now, maxlen)  -- every parent completed: nothing to report
@@ -141,7 +141,7 @@ local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, n
     end
     return false
   end
-  if state ~= 'completed' and dep_policy(child_key, parent_ref) ~= 'run' then
+  if state ~= COMPLETED and dep_policy(child_key, parent_ref) ~= 'run' then
     dep_cancel(child_key, cq, cid, parent_ref, now, maxlen)
     return true
   end
@@ -162,7 +162,7 @@ local function deps_ended(job_key, queue, job_id, state, result, now, maxlen)
     for _, child_ref in ipairs(redis.call('SMEMBERS', item[1] .. ':children')) do
       local child_key = dep_job(child_ref)
       if dep_edge_ended(child_key, child_ref, item[2], item[3], item[4], now, maxlen) then
-        work[#work + 1] = {child_key, child_ref, 'cancelled', 'null'}
+        work[#work + 1] = {child_key, child_ref, CANCELLED, 'null'}
       end
     end
   end
@@ -182,7 +182,7 @@ local function deps_revive(job_key, queue, job_id, now, maxlen)
       if redis.call('HDEL', child_key .. ':ended', parent_ref) == 1 then
         redis.call('HDEL', child_key .. ':results', parent_ref)
         local h = redis.call('HMGET', child_key, 'state', 'cancelled_by')
-        if h[1] == 'cancelled' and h[2] == parent_ref then
+        if h[1] == CANCELLED and h[2] == parent_ref then
           local other = dep_blocker(child_key)
           if other then
             redis.call('HSET', child_key, 'cancelled_by', other)
@@ -191,9 +191,9 @@ local function deps_revive(job_key, queue, job_id, now, maxlen)
             redis.call('ZREM', base .. 'cancelled', cid)
             redis.call('ZADD', base .. 'waiting', now, cid)
             dep_persist(child_key)
-            redis.call('HSET', child_key, 'state', 'waiting', 'finished_at', '')
+            redis.call('HSET', child_key, 'state', WAITING, 'finished_at', '')
             redis.call('HDEL', child_key, 'cancelled_by')
-            emit(base .. 'events', maxlen, cid, 'waiting', 'waiting', {'from', 'cancelled', 'by', parent_ref})
+            emit(base .. 'events', maxlen, cid, 'waiting', WAITING, {'from', CANCELLED, 'by', parent_ref})
             work[#work + 1] = {child_key, child_ref}
           end
         end
@@ -207,6 +207,6 @@ end
 local function deps_back(job_key, queue, job_id, from_state, now, maxlen)
   local h = redis.call('HMGET', job_key, 'kids', 'splice_at')
   if h[2] then dep_splice(job_key) end
-  if h[1] == '1' and from_state ~= 'completed' then deps_revive(job_key, queue, job_id, now, maxlen) end
+  if h[1] == '1' and from_state ~= COMPLETED then deps_revive(job_key, queue, job_id, now, maxlen) end
   if h[1] == '1' or h[2] then dep_persist(job_key) end
 end

@@ -50,7 +50,7 @@ local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
   local priority = redis.call('HGET', job_key, 'priority') or '0'
   local seq = redis.call('INCR', seq_key)
   redis.call('ZADD', ready_key, ready_score(priority, seq), job_id)
-  redis.call('HSET', job_key, 'state', 'queued', 'ready_at', now)
+  redis.call('HSET', job_key, 'state', QUEUED, 'ready_at', now)
   redis.call('LPUSH', wake_key, '1')
   redis.call('LTRIM', wake_key, 0, 999)
 end
@@ -87,7 +87,7 @@ local function promote_due(prefix, scheduled_key, ready_key, seq_key, wake_key, 
     local job_key = prefix .. job_id
     if redis.call('EXISTS', job_key) == 1 then
       make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
-      emit(events_key, maxlen, job_id, 'promoted', 'queued')
+      emit(events_key, maxlen, job_id, 'promoted', QUEUED)
     end
   end
   return #due
@@ -115,7 +115,7 @@ local function leased_reply(job_id, token, h, attempt, now)
           h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}
 end
 local function lease_values(attempt, token, worker, host, pid, now)
-  return 'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker, 'host', host, 'pid', pid,
+  return 'attempts', attempt, 'state', RUNNING, 'token', token, 'worker', worker, 'host', host, 'pid', pid,
          'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
 end
 local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset)
@@ -134,7 +134,7 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
     local unique_key = string.sub(active_key, 1, -7) .. 'unique'
     if redis.call('HGET', unique_key, h.unique_key) == job_id then redis.call('HDEL', unique_key, h.unique_key) end
   end
-  emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
+  emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', attempt, 'worker', worker})
   return leased_reply(job_id, token, h, attempt, now)
 end
 
@@ -181,14 +181,14 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
-    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', 'queued', 'id', job_id, unpack(fields, 3))
-    emit(events_key, maxlen, job_id, 'enqueued', 'queued')
+    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
+    emit(events_key, maxlen, job_id, 'enqueued', QUEUED)
     local minute = math.floor(at / 60000)
     if fields[1] == 'leased' then
       local h = {}
       for f = 7, #fields - 1, 2 do h[fields[f]] = fields[f + 1] end
       redis.call('ZADD', active_key, tonumber(h.started_at) + tonumber(h.lease_ms or 30000), job_id)
-      emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', h.attempts, 'worker', h.worker})
+      emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', h.attempts, 'worker', h.worker})
       local started = minute .. '|started|' .. task  -- waited 0 ms: nothing to add to wait_ms
       counts[started] = (counts[started] or 0) + 1
     else

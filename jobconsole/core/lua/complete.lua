@@ -19,17 +19,17 @@ for j = 0, n - 1 do
                        'started_at', 'unique_key', 'enqueued_at', 'kids')
   if f[1] ~= token then
     out[#out + 1] = 0
-  elseif f[2] ~= 'running' then
-    out[#out + 1] = (f[2] == 'completed') and 2 or 0
+  elseif f[2] ~= RUNNING then
+    out[#out + 1] = (f[2] == COMPLETED) and 2 or 0
   else
     local entry = close_attempt(job_key, now, 'completed', nil, {f[4], f[5], f[6], f[7], f[8]})
-    redis.call('HSET', job_key, 'state', 'completed', 'finished_at', now, 'result', result)
+    redis.call('HSET', job_key, 'state', COMPLETED, 'finished_at', now, 'result', result)
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('ZADD', KEYS[2], now, job_id)
     release_unique(KEYS[3], job_key, job_id, f[9] or '')
     finish(job_key, ttl)
-    emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
-    if f[11] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, 'completed', result, now, maxlen) end
+    emit(KEYS[4], maxlen, job_id, 'completed', COMPLETED, {'entry', entry})
+    if f[11] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen) end
     local task = f[3] or ''
     local ran = tonumber(ms) or 0
     local b, th = 0, hist[task]

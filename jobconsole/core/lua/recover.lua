@@ -31,7 +31,7 @@ for _, job_id in ipairs(expired) do
   local job_key = prefix .. job_id
   local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'heartbeat_at', 'task',
                        'cancel_requested', 'kids')
-  if f[1] == 'running' then
+  if f[1] == RUNNING then
     local message = 'lease expired; last heartbeat at ' .. (f[5] or '?') .. ' ms'
     local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
     redis.call('HSET', job_key, 'token', '', 'last_error',
@@ -41,24 +41,24 @@ for _, job_id in ipairs(expired) do
       -- Asked to stop while its worker was alive: requeuing it would run it again, and the next claim would
       -- clear the request.
       redis.call('ZADD', KEYS[10], now, job_id)
-      redis.call('HSET', job_key, 'state', 'cancelled', 'finished_at', now)
+      redis.call('HSET', job_key, 'state', CANCELLED, 'finished_at', now)
       release_unique(KEYS[5], job_key, job_id)
       finish(job_key, ttl)
-      emit(KEYS[6], maxlen, job_id, 'cancelled', 'cancelled', {'entry', entry})
-      if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, 'cancelled', 'null', now, maxlen) end
+      emit(KEYS[6], maxlen, job_id, 'cancelled', CANCELLED, {'entry', entry})
+      if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, CANCELLED, 'null', now, maxlen) end
       ended[#ended + 1] = job_id
     elseif tonumber(f[2]) <= tonumber(f[3]) then
       note_retry(KEYS[9], now, f[6] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
       make_ready(job_key, job_id, KEYS[2], KEYS[8], KEYS[7], now)
-      emit(KEYS[6], maxlen, job_id, 'recovered', 'queued', {'entry', entry})
+      emit(KEYS[6], maxlen, job_id, 'recovered', QUEUED, {'entry', entry})
       requeued[#requeued + 1] = job_id
     else
-      local state = (f[4] == 'discard') and 'failed' or 'dead'
-      redis.call('ZADD', (state == 'dead') and KEYS[3] or KEYS[4], now, job_id)
-      if state == 'dead' then count(KEYS[9], now, 'dead', f[6] or '') end  -- as fail.lua counts its dead
+      local state = (f[4] == 'discard') and FAILED or DEAD
+      redis.call('ZADD', (state == DEAD) and KEYS[3] or KEYS[4], now, job_id)
+      if state == DEAD then count(KEYS[9], now, 'dead', f[6] or '') end  -- as fail.lua counts its dead
       redis.call('HSET', job_key, 'state', state, 'finished_at', now)
       release_unique(KEYS[5], job_key, job_id)
-      if state ~= 'dead' then finish(job_key, ttl) end
+      if state ~= DEAD then finish(job_key, ttl) end
       emit(KEYS[6], maxlen, job_id, state, state, {'entry', entry})
       if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
       ended[#ended + 1] = job_id

@@ -24,7 +24,7 @@ for j = 0, n - 1 do
     status = 'missing'
   elseif stamp ~= '' and f[4] == stamp then
     status = 'already'
-  elseif state ~= 'dead' or (expected ~= '' and (f[2] or '0') ~= expected) then
+  elseif state ~= DEAD or (expected ~= '' and (f[2] or '0') ~= expected) then
     status = 'conflict:' .. state
   else
     local ukey = f[3]
@@ -38,14 +38,14 @@ for j = 0, n - 1 do
     redis.call('PERSIST', job_key)
     redis.call('PERSIST', job_key .. ':attempts')
     local at = tonumber(run_at)
-    local extra = {'from', 'dead', 'reset', reset, 'bulk', stamp}
+    local extra = {'from', DEAD, 'reset', reset, 'bulk', stamp}
     if at and at > now then
       redis.call('ZADD', KEYS[2], at, job_id)
-      status = 'scheduled'
+      status = SCHEDULED
       redis.call('HSET', job_key, 'state', status, 'run_at', at, 'bulk_op', stamp, 'cancel_requested', 0,
                  'finished_at', '')
     else
-      status = 'queued'
+      status = QUEUED
       ready[#ready + 1] = {f[5] or '0', job_id}
       redis.call('HSET', job_key, 'state', status, 'ready_at', now, 'bulk_op', stamp, 'cancel_requested', 0,
                  'finished_at', '')

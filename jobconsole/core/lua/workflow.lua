@@ -60,12 +60,12 @@ local state_of = {}  -- a job of this call by ref: its state as written
 local extra = {'workflow', wf_id}
 for _, j in ipairs(jobs) do
   local base = dep_base(j.queue)
-  local state = 'waiting'
+  local state = WAITING
   local run_at = nil
   if j.run_at ~= '' then run_at = tonumber(j.run_at) end
   if #j.parents == 0 then
     if j.delay ~= '' then run_at = now + tonumber(j.delay) end
-    state = (run_at and run_at > now) and 'scheduled' or 'queued'
+    state = (run_at and run_at > now) and SCHEDULED or QUEUED
   end
   local hset = {'HSET', j.key, 'id', j.id, 'task', j.task, 'priority', j.priority, 'enqueued_at', now, 'state', state}
   local function put(field, value) hset[#hset + 1] = field; hset[#hset + 1] = value end
@@ -84,12 +84,12 @@ for _, j in ipairs(jobs) do
   emit(base .. 'events', maxlen, j.id, 'enqueued', state, extra)
   local field = j.queue .. '|' .. j.task
   counts[field] = (counts[field] or 0) + 1
-  if state == 'queued' then
+  if state == QUEUED then
     ready[j.queue] = ready[j.queue] or {}
     local r = ready[j.queue]
     r[#r + 1] = {j.priority, j.id}
     woken[j.queue] = true
-  elseif state == 'scheduled' then
+  elseif state == SCHEDULED then
     redis.call('ZADD', base .. 'scheduled', run_at, j.id)
     woken[j.queue] = true
   else
