@@ -62,9 +62,6 @@ from jobconsole.core.states import STATES
 from jobconsole.core.tasks import Task as EngineTask
 from jobconsole.engine import get_client
 
-if TYPE_CHECKING:
-    from jobconsole.canvas import Signature, chunks, xmap, xstarmap
-
 log = logging.getLogger("jobconsole.celery")
 
 DEFAULT_QUEUE = "celery"
@@ -1145,19 +1142,36 @@ def _queue_of(target: Any) -> str | None:
     return None
 
 
-# Celery's canvas names, so that `from jobconsole.celery import chain, group, chord` reads as Celery's.
-from jobconsole.canvas import (  # noqa: E402
-    GroupResult,
-    Signature,
-    chain,
-    chord,
-    chunks,
-    group,
-    maybe_signature,
-    signature,
-    xmap,
-    xstarmap,
-)
+# Celery's canvas names, so that `from jobconsole.celery import chain, group, chord` reads as Celery's. Imported
+# here so that its built-in tasks (celery.map, celery.starmap, celery.errback) are registered wherever tasks are;
+# looked up when asked for, since jobconsole.canvas imports this module (either may be imported first).
+import jobconsole.canvas  # noqa: E402
+
+if TYPE_CHECKING:
+    from jobconsole.canvas import (
+        GroupResult,
+        Signature,
+        chain,
+        chord,
+        chunks,
+        group,
+        maybe_signature,
+        signature,
+        xmap,
+        xstarmap,
+    )
+
+_CANVAS_NAMES = frozenset(
+    {"GroupResult", "Signature", "chain", "chord", "chunks", "group", "maybe_signature", "signature", "xmap",
+     "xstarmap", "NotRegistered", "push_down"}
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CANVAS_NAMES:
+        return getattr(jobconsole.canvas, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FAILURE", "PENDING", "RETRY", "REVOKED", "STARTED", "SUCCESS",

@@ -16,6 +16,7 @@ How Celery's semantics map onto steps:
   arguments, else with the failed task's id (Celery's two forms; Celery calls it inline in the worker).
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +56,29 @@ class _Builder:
     def __init__(self) -> None:
         self.steps: list[Step] = []
         self.side: set[str] = set()  # steps of links and errbacks: not watched by an enclosing link_error
+        self.index: dict[str, int] = {}  # step name -> its place in steps
+        # Results whose job id the engine makes (set after the call): ids given by the caller are checked ULIDs
+        # each, which costs more than the rest of a step's planning.
+        self.unnamed: dict[str, AsyncResult[Any]] = {}
 
     def _name(self, task: str) -> str:
         return f"{len(self.steps) + 1}.{task}"[:100]
+
+    def _append(self, step: Step, result: AsyncResult[Any]) -> None:
+        self.index[step.name] = len(self.steps)
+        self.steps.append(step)
+        if step.spec.id is None:
+            self.unnamed[step.name] = result
+
+    def job_id(self, name: str) -> str:
+        """The job id of a step, made now if the engine was to make it."""
+        at = self.index[name]
+        step = self.steps[at]
+        if step.spec.id is None:
+            step = dataclasses.replace(step, spec=dataclasses.replace(step.spec, id=new_job_id()))
+            self.steps[at] = step
+            self.unnamed.pop(name).id = str(step.spec.id)
+        return str(step.spec.id)
 
     def add(self, sig: Signature, incoming: _Out | None) -> tuple[_Out, AsyncResult[Any]]:
         """Steps for `sig`, which waits for `incoming`; what it hands on, and its result."""
@@ -114,14 +135,14 @@ class _Builder:
         priority = options.get("priority")
         spec = JobSpec(
             task=task.name, params=call_params(args, kwargs),
-            id=job_id_of(options["task_id"]) if options.get("task_id") else new_job_id(),
+            id=job_id_of(options["task_id"]) if options.get("task_id") else None,
             queue=options.get("queue") or task.app._dynamic_route(task.name, args, kwargs) or task.queue,
             priority=celery_priority(priority if priority is not None else task.priority),
             delay=options.get("countdown"), run_at=task.app._aware(options.get("eta")),
         )  # fmt: skip
         name = self._name(task.name)
-        self.steps.append(Step(name, spec, after=after, pass_results=pass_results))
-        result: AsyncResult[Any] = AsyncResult(options.get("task_id") or str(spec.id))
+        result: AsyncResult[Any] = AsyncResult(options.get("task_id") or "")
+        self._append(Step(name, spec, after=after, pass_results=pass_results), result)
         out = _Out("one", (name,))
         self._links(sig, out, result, out.steps)
         return out, result
@@ -135,13 +156,14 @@ class _Builder:
             self.side.update(s.name for s in self.steps[first_step:])
             result.children.append(child)
         for errback in _signatures("link_error", sig.options.get("link_error") or []):
-            ids = {s.name: str(s.spec.id) for s in self.steps}
-            spec = JobSpec(task=_errback.name, params=call_params([[ids[w] for w in watched], errback.as_dict()], {}),
-                           id=new_job_id(), queue=_queue_of_errback(errback))  # fmt: skip
+            spec = JobSpec(task=_errback.name, params=call_params([[self.job_id(w) for w in watched],
+                                                                  errback.as_dict()], {}),
+                           queue=_queue_of_errback(errback))  # fmt: skip
             name = self._name(_errback.name)
-            self.steps.append(Step(name, spec, after=dict.fromkeys(watched, RUN), when=FIRST_FAILURE))
+            errback_result: AsyncResult[Any] = AsyncResult("")
+            self._append(Step(name, spec, after=dict.fromkeys(watched, RUN), when=FIRST_FAILURE), errback_result)
             self.side.add(name)
-            result.children.append(AsyncResult(str(spec.id)))
+            result.children.append(errback_result)
 
 
 def _queue_of_errback(errback: Signature) -> str:
@@ -168,10 +190,15 @@ def send(sig: Signature) -> AsyncResult[Any]:
     name = _workflow_name(sig)
     client = get_client()
     if transactional.configured_mode() != "now" and transaction.get_connection().in_atomic_block:
+        for step in list(builder.unnamed):
+            builder.job_id(step)  # the results' ids are known before the commit
+        steps = builder.steps
         plan(client, steps)  # refused now, inside the caller's transaction
         transaction.on_commit(lambda: get_client().enqueue_workflow(steps, name=name), robust=True)
     else:
-        client.enqueue_workflow(steps, name=name)
+        created = client.enqueue_workflow(steps, name=name)
+        for step, unnamed in builder.unnamed.items():
+            unnamed.id = created.job_ids_by_step[step]
     return result
 
 

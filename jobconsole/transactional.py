@@ -51,7 +51,8 @@ def enqueue(task: str, params: dict[str, Any], *, mode: Mode | None = None, **op
 def enqueue_many(specs: list[JobSpec], *, mode: Mode | None = None) -> list[str]:
     """Several jobs as `enqueue` does one, all validated before any is sent (Client.enqueue_many); their ids."""
     mode = mode or configured_mode()
-    specs = [s if s.id else dataclasses.replace(s, id=new_job_id()) for s in specs]
+    if mode == "outbox" or (mode == "on_commit" and transaction.get_connection().in_atomic_block):
+        specs = [s if s.id else dataclasses.replace(s, id=new_job_id()) for s in specs]  # known before the commit
     if mode == "outbox":
         from jobconsole import outbox
 

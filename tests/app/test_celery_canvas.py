@@ -5,6 +5,8 @@ once), task_always_eager, routes, refused task options, send_task and a group se
 
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from types import SimpleNamespace
@@ -33,6 +35,7 @@ from jobconsole.celery import (
 from jobconsole.core import Client, InvalidJob, JobState
 from jobconsole.core.ids import new_job_id
 from tests.celery_tasks import add, fail, identity, mul, on_error, retried, xsum
+from tests.conftest import PROJECT
 
 
 @pytest.fixture
@@ -347,3 +350,10 @@ def test_a_canvas_with_dependencies_is_one_workflow(client: Client, r: Any) -> N
         with pytest.raises((TypeError, InvalidJob)):
             bad.apply_async()
     assert workflows() == 3
+
+
+@pytest.mark.parametrize("first", ["jobconsole.canvas", "jobconsole.celery_workflows", "jobconsole.celery"])
+def test_any_of_the_modules_may_be_imported_first(first: str) -> None:
+    code = f"import {first}\nfrom jobconsole.celery import chain, shared_task\nprint(chain.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "chain"), done.stderr
