@@ -429,6 +429,10 @@ class chunks(Signature):  # noqa: N801 - Celery's name
         super().__init__("celery.chunks", options=options)
         self._target, self.it, self.n = task, [list(i) for i in it], n
 
+    def clone(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> "chunks":  # fmt: skip
+        return chunks(self._target, self.it, self.n, **{**self.options, **options})
+
     def group(self) -> group:
         parts = [self.it[i : i + self.n] for i in range(0, len(self.it), self.n)]
         return group([xstarmap(self._target, part, **self.options) for part in parts])

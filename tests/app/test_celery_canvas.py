@@ -137,6 +137,7 @@ def test_map_starmap_and_chunks_here() -> None:
     assert identity.map([1, "a", [2]]).apply().get() == [1, "a", [2]]
     chunked = add.chunks([(i, i) for i in range(5)], 2)
     assert len(chunked.group()) == 3 and chunked.apply().get() == [[0, 2], [4, 6], [8]]
+    assert group(chunked, add.s(1, 1)).apply().get() == [[[0, 2], [4, 6], [8]], 2]  # a part of a canvas too
 
 
 def test_apply_runs_retries_and_keeps_exceptions() -> None:
