@@ -23,7 +23,7 @@ from jobconsole.core.job import Attempt, Job, ms_to_datetime
 from jobconsole.core.keys import QueueKeys, queue_keys
 from jobconsole.core.states import STATE_OF_SET, JobState
 from jobconsole.core.store import Store
-from jobconsole.core.workflows import WorkflowView, decode_view, members
+from jobconsole.core.workflows import JobLinks, WorkflowView, decode_links, decode_view, members
 
 PAGE_MAX = 1000
 
@@ -420,6 +420,16 @@ class Queries:
     def workflow_members(self, workflow_id: str, queue: str) -> list[tuple[str, str]]:
         """(queue, job id) of each step of a workflow (`queue`: its WorkflowResult.queue); [] when unknown."""
         return members(cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id))))
+
+    def job_links(self, job_id: str, queue: str) -> JobLinks:
+        """A job's parents (each with its policy and how it ended, as the job saw it) and its dependents."""
+        key = queue_keys(queue).job(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(key + ":deps")
+        pipe.hgetall(key + ":ended")
+        pipe.smembers(key + ":children")
+        deps, ended, children = pipe.execute()
+        return decode_links(deps, ended, children)
 
     def workflow(self, workflow_id: str, queue: str) -> WorkflowView | None:
         """A workflow's steps and the state of each step's job now, or None when unknown (or expired)."""

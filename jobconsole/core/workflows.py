@@ -106,6 +106,33 @@ class WorkflowView:
 
 
 @dataclass(frozen=True)
+class ParentLink:
+    queue: str
+    job_id: str
+    step: str  # the parent's step name ('' for a depends_on parent)
+    policy: str  # CANCEL or RUN
+    ended: str  # the state the parent ended in, as its dependent recorded it; '' while it has not
+
+
+@dataclass(frozen=True)
+class JobLinks:
+    """A job's parents (in order) and dependents (`Queries.job_links`)."""
+
+    parents: list[ParentLink]
+    children: list[tuple[str, str]]  # (queue, job id)
+
+
+def decode_links(deps: Mapping[str, str], ended: Mapping[str, str], children: Iterable[str]) -> JobLinks:
+    parents = []
+    for ref, value in deps.items():
+        policy, index, step = value.split("|", 2)
+        queue, _, job_id = ref.partition("|")
+        parents.append((int(index), ParentLink(queue, job_id, step, policy, ended.get(ref, ""))))
+    kids = sorted((q, i) for q, _, i in (c.partition("|") for c in children))
+    return JobLinks([p for _, p in sorted(parents, key=lambda x: x[0])], kids)
+
+
+@dataclass(frozen=True)
 class Node:
     """One job of a workflow.lua call."""
 

@@ -238,3 +238,25 @@ def test_runworker_serves_queues_on_every_node_without_polling(
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
     assert idle_share < 0.05, f"idle worker used {idle_share:.1%} of a core"
+
+
+def test_a_workflow_in_one_queue_runs_on_a_cluster_and_one_across_queues_is_refused(
+    rc: "redis.Redis", registry: TaskRegistry
+) -> None:
+    from jobconsole.core.compose import chord
+    from jobconsole.core.workflows import InvalidWorkflow, Step
+
+    client = Client(rc, registry)
+    before = rc.dbsize()
+    with pytest.raises(InvalidWorkflow, match="share one"):
+        client.enqueue_workflow([Step("a", JobSpec(task="t.ok")), Step("b", JobSpec(task="t.ok", queue="other"))])
+    assert rc.dbsize() == before
+    flow = chord([JobSpec(task="t.ok", params={"x": i}) for i in range(20)], JobSpec(task="t.ok"), pass_results=None)
+    made = client.enqueue_workflow(flow)
+    run_burst(rc, registry, ["q"])
+    view = client.queries.workflow(made.workflow_id, made.queue)
+    assert view is not None and view.counts() == {"completed": 21}
+    a = client.enqueue("t.ok", {"x": 1})
+    b = client.enqueue("t.ok", {"x": 2}, depends_on=[a])
+    run_burst(rc, registry, ["q"])
+    assert client.get(b.id).state is JobState.COMPLETED

@@ -149,6 +149,13 @@ def test_a_diamond_runs_in_order_across_queues(r: "redis.Redis", client: Client,
     assert bottom.result == {"tag": "bottom", "results": {"left": {"tag": "left", "results": None}, "right": 3}}
     view = client.queries.workflow(made.workflow_id, made.queue)
     assert view is not None and view.counts() == {"completed": 4}
+    links = client.queries.job_links(made.job_ids_by_step["bottom"], "q2")
+    assert [(p.step, p.policy, p.ended, p.queue) for p in links.parents] == [
+        ("left", "cancel", "completed", "q2"), ("right", "cancel", "completed", "q"),
+    ]  # fmt: skip
+    assert client.queries.job_links(made.job_ids_by_step["top"], "q").children == sorted(
+        [("q2", made.job_ids_by_step["left"]), ("q", made.job_ids_by_step["right"])]
+    )
     for step in view.steps:
         assert len(client.get(step.job_id).history) == 1
 
