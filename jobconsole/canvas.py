@@ -674,6 +674,8 @@ def push_down(sig: Signature) -> Signature:
     errbacks = _signatures("link_error", opts.get("link_error") or [])
 
     def give(part: Signature, extra: dict[str, Any], with_errbacks: bool = False) -> Signature:
+        if not extra and not (with_errbacks and errbacks):
+            return push_down(part)  # nothing to give: no copy (nothing downstream changes a signature)
         part = part.clone()
         for key, value in extra.items():
             part.options.setdefault(key, value)

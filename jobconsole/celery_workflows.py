@@ -60,6 +60,8 @@ class _Builder:
         # Results whose job id the engine makes (set after the call): ids given by the caller are checked ULIDs
         # each, which costs more than the rest of a step's planning.
         self.unnamed: dict[str, AsyncResult[Any]] = {}
+        self.checked: set[tuple[str, int, frozenset[str]]] = set()  # call shapes whose arguments were checked
+        self.routed: dict[str, tuple[str, bool]] = {}  # task -> (its queue, whether a router function may say)
 
     def _name(self, task: str) -> str:
         return f"{len(self.steps) + 1}.{task}"[:100]
@@ -117,10 +119,11 @@ class _Builder:
 
     def _task(self, sig: Signature, incoming: _Out | None) -> tuple[_Out, AsyncResult[Any]]:
         task = sig.type
-        args, kwargs, options = list(sig.args), dict(sig.kwargs), dict(sig.options)
-        unsupported = sorted(k for k in options if k not in _SEND_OPTIONS and options[k] is not None)
-        if unsupported:
-            raise TypeError(f"{task.name}: options not supported by Jobconsole: {', '.join(unsupported)}")
+        args, kwargs, options = list(sig.args), sig.kwargs, sig.options
+        if not options.keys() <= _SEND_OPTIONS:
+            unsupported = sorted(k for k in options if k not in _SEND_OPTIONS and options[k] is not None)
+            if unsupported:
+                raise TypeError(f"{task.name}: options not supported by Jobconsole: {', '.join(unsupported)}")
         after: tuple[str, ...] = ()
         pass_results = None
         if incoming is not None:
@@ -130,21 +133,31 @@ class _Builder:
                     args = [[], *args]  # after an empty group: its results are an empty list, now
                 else:
                     pass_results = ARGS if incoming.kind == "one" else ARGS_LIST
-        # Checked as the call will be made: with the parents' result(s) first.
-        task._check_arguments([None, *args] if pass_results else args, kwargs)
+        # Checked as the call will be made (the parents' result(s) first), once per shape of call and task.
+        shape = (task.name, len(args) + (pass_results is not None), frozenset(kwargs))
+        if shape not in self.checked:
+            task._check_arguments([None, *args] if pass_results else args, kwargs)
+            self.checked.add(shape)
+        queue = options.get("queue")
+        if not queue:
+            routed = self.routed.get(task.name)
+            if routed is None:  # the task's queue, unless a router function of the app decides per call
+                routed = self.routed[task.name] = (task.queue, any(callable(r) for r in task.app._routes()))
+            queue = (routed[1] and task.app._dynamic_route(task.name, args, kwargs)) or routed[0]
         priority = options.get("priority")
+        eta = options.get("eta")
         spec = JobSpec(
             task=task.name, params=call_params(args, kwargs),
-            id=job_id_of(options["task_id"]) if options.get("task_id") else None,
-            queue=options.get("queue") or task.app._dynamic_route(task.name, args, kwargs) or task.queue,
+            id=job_id_of(options["task_id"]) if options.get("task_id") else None, queue=queue,
             priority=celery_priority(priority if priority is not None else task.priority),
-            delay=options.get("countdown"), run_at=task.app._aware(options.get("eta")),
+            delay=options.get("countdown"), run_at=task.app._aware(eta) if eta is not None else None,
         )  # fmt: skip
         name = self._name(task.name)
         result: AsyncResult[Any] = AsyncResult(options.get("task_id") or "")
         self._append(Step(name, spec, after=after, pass_results=pass_results), result)
         out = _Out("one", (name,))
-        self._links(sig, out, result, out.steps)
+        if options.get("link") or options.get("link_error"):
+            self._links(sig, out, result, out.steps)
         return out, result
 
     def _links(self, sig: Signature, out: _Out, result: AsyncResult[Any], watched: tuple[str, ...]) -> None:
