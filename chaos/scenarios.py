@@ -783,7 +783,7 @@ def _peaks_at_once(ctx: Ctx, job_ids: list[str]) -> tuple[int, int]:
         if fault.kind in {"kill", "crash"}:
             for pid in fault.pids:
                 killed_at.setdefault(pid, []).append(fault.started)
-    jobs = dict(zip(job_ids, ctx.client.queries.jobs_by_id([(QUEUE, i) for i in job_ids], history=True), strict=True))
+    jobs = dict(zip(job_ids, ctx.client.queries.jobs.by_id([(QUEUE, i) for i in job_ids], history=True), strict=True))
     wanted = set(job_ids)
     valid: list[tuple[float, int]] = []
     raw: list[tuple[float, int]] = []

@@ -179,7 +179,7 @@ def load(job_id: str) -> JobDetail | None:
     row = JobRow.objects.filter(id=job_id).first()
     queries = get_client().queries
     try:
-        detail = _from_redis(queries.job(job_id, row.queue if row and row.in_redis else None))
+        detail = _from_redis(queries.jobs.get(job_id, row.queue if row and row.in_redis else None))
     except JobNotFound:
         if row is None:
             return None
@@ -187,11 +187,11 @@ def load(job_id: str) -> JobDetail | None:
     if detail.live:
         detail.now = queries.now()  # Redis's clock: lease deadlines and heartbeats are counted in it
         if detail.state == JobState.RUNNING:
-            [detail.lease_deadline] = queries.lease_deadlines([(detail.queue, detail.id)])
-        detail.timeline = timeline(detail, queries.events(detail.queue, newest_first=True, limit=STREAM_SCAN))
+            [detail.lease_deadline] = queries.jobs.lease_deadlines([(detail.queue, detail.id)])
+        detail.timeline = timeline(detail, queries.events.read(detail.queue, newest_first=True, limit=STREAM_SCAN))
     else:
         detail.timeline = timeline(detail, [])
-    detail.options = queries.task_options().get(detail.task, {})
+    detail.options = queries.tasks.options().get(detail.task, {})
     return detail
 
 

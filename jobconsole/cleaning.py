@@ -85,7 +85,7 @@ def find_jobs(client: Client, f: CleanFilter) -> dict[str, tuple[str, str]]:
     for job_id, queue, state in rows.values_list("id", "queue", "state").iterator(chunk_size=2000):
         found[job_id] = (queue, state)
     for queue in list(f.queues) or client.queues():
-        for job in client.queries.iter_jobs(queue, f.states):
+        for job in client.queries.jobs.iterate(queue, f.states):
             if f.tasks and job.task not in f.tasks:
                 continue
             at = job.enqueued_at

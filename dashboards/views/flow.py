@@ -26,7 +26,7 @@ def rate_text(requests: int, period_ms: int) -> str:
 
 @view_required
 def flow_control(request: HttpRequest) -> HttpResponse:
-    flow = get_client().queries.flow_control()
+    flow = get_client().queries.queues.flow_control()
     groups = [
         {
             "state": g,

@@ -21,7 +21,7 @@ TABS = CONSOLE_ORDER
 
 
 def _known(name: str) -> None:
-    if name not in get_client().queries.queues():
+    if name not in get_client().queries.queues.names():
         raise Http404(f"No queue named {name!r}.")
 
 
@@ -41,10 +41,10 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         state = JobState.QUEUED
     cursor = request.GET.get("cursor") or None
     try:
-        jobs = get_client().queries.jobs(name, state, cursor=cursor, limit=PAGE)
+        jobs = get_client().queries.jobs.page(name, state, cursor=cursor, limit=PAGE)
     except InvalidJob:
         messages.error(request, "That page link is no longer valid; showing the first page.")
-        jobs = get_client().queries.jobs(name, state, limit=PAGE)
+        jobs = get_client().queries.jobs.page(name, state, limit=PAGE)
     [status] = queue_statuses([name], workers=live_workers())
     context = {"queue": status, "state": state.value, "tabs": [s.value for s in TABS], "page": jobs}
     return page(request, "dashboards/queue.html", "queues", context, partial="live")

@@ -11,7 +11,7 @@ from dashboards.permissions import view_required
 from dashboards.rendering import page
 from jobconsole.core import JobState
 from jobconsole.core.job import Job
-from jobconsole.core.queries import WorkerInfo
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 
 # A worker renews its registry entry every 2 s; one silent for this long is shown as not heartbeating. Its
@@ -45,8 +45,8 @@ def _jobs_of(worker_ids: set[str]) -> dict[str, list[Job]]:
     """Running jobs still leased to workers that stopped heartbeating (they wait for the recoverer)."""
     queries = get_client().queries
     out: dict[str, list[Job]] = {w: [] for w in worker_ids}
-    for queue in queries.queues():
-        for job in queries.jobs(queue, JobState.RUNNING, limit=RUNNING_SCAN).jobs:
+    for queue in queries.queues.names():
+        for job in queries.jobs.page(queue, JobState.RUNNING, limit=RUNNING_SCAN).jobs:
             if job.worker in out:
                 out[job.worker].append(job)
     return out
@@ -55,7 +55,7 @@ def _jobs_of(worker_ids: set[str]) -> dict[str, list[Job]]:
 @view_required
 def worker_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers()]
+    rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers.all()]
     lost = {row.info.id for row in rows if row.status in ("gone", "silent")}
     held = _jobs_of(lost) if lost else {}
     for row in rows:

@@ -18,7 +18,8 @@ from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.priority import parse_priority
-from jobconsole.core.queries import Queries, QueueCounts
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
@@ -183,7 +184,8 @@ class Client:
             self.store.drain(queue)  # a parent still an intake entry becomes a job hash the script can read
         reply = self._run_workflow(node.queue, "", "", 0, [node], queues)
         if reply[0] == "taken":
-            return EnqueueResult(node.id, node.queue, JobState(self.queries.job(node.id, node.queue).state), "exists")
+            known = self.queries.jobs.get(node.id, node.queue, history=False)
+            return EnqueueResult(node.id, node.queue, known.state, "exists")
         if reply[0] == "missing":
             raise JobNotFound(f"depends_on: no job {reply[1].partition('|')[2]} in queue {reply[1].partition('|')[0]}")
         return EnqueueResult(node.id, node.queue, JobState(reply[1]), "created")
@@ -204,7 +206,7 @@ class Client:
         home = nodes[0].queue
         reply = self._run_workflow(home, workflow_id, name, int(keep * 1000), nodes, queues)
         if reply[0] == "exists":
-            view = self.queries.workflow(workflow_id, home)
+            view = self.queries.workflows.get(workflow_id, home)
             found = {s.name: s.job_id for s in view.steps} if view else {}
             return WorkflowResult(workflow_id, home, found, created=False)
         if reply[0] == "taken":
@@ -219,7 +221,7 @@ class Client:
     def cancel_workflow(self, workflow_id: str, queue: str) -> tuple[int, int]:
         """Cancel every member of a workflow that has not started, ask the running ones to stop: (cancelled,
         asked). `queue`: WorkflowResult.queue. JobNotFound for an unknown workflow."""
-        for q in {q for q, _ in self.queries.workflow_members(workflow_id, queue)}:
+        for q in {q for q, _ in self.queries.workflows.members(workflow_id, queue)}:
             self.store.drain(q)
         cancelled, asked = self.store.workflow_cancel(queue, workflow_id, ttl_ms=self.finished_ttl_ms)
         if cancelled < 0:
@@ -382,10 +384,10 @@ class Client:
         self.store.register_queues(queues)
         self._known_queues |= queues
 
-    # --- inspect (queries.py has the whole read API) ----------------------------------------------
+    # --- inspect (core/queries/ has the whole read API) -------------------------------------------
 
     def queues(self) -> list[str]:
-        return self.queries.queues()
+        return self.queries.queues.names()
 
     def materialize(self, queue: str) -> int:
         """Turn the queue's intake entries into jobs now (see drain_intake in _lib.lua); returns how many.
@@ -393,16 +395,16 @@ class Client:
         return self.store.drain(queue)
 
     def locate(self, job_id: str) -> str:
-        return self.queries.locate(job_id)
+        return self.queries.jobs.locate(job_id)
 
     def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
-        return self.queries.job(job_id, queue, history=history)
+        return self.queries.jobs.get(job_id, queue, history=history)
 
     def counts(self, queue: str) -> QueueCounts:
-        return self.queries.counts(queue)
+        return self.queries.queues.counts(queue)
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
-        return self.queries.job_ids(queue, state, limit)
+        return self.queries.jobs.ids_in(queue, state, limit)
 
     def job_queue(self, job_id: str, queue: str | None = None) -> str:
         """The queue holding a job, with its intake drained, so a script can act on the job."""
@@ -434,7 +436,7 @@ class Client:
         """The live job holding `unique_key` in a queue (or a registered task's queue), or None."""
         queue = self._unique_queue(queue_or_task)
         holder = self.store.unique_holder(queue, unique_key)
-        return self.queries.job(holder, queue) if holder else None
+        return self.queries.jobs.get(holder, queue) if holder else None
 
     def delete_unique(self, queue_or_task: str, unique_key: str) -> str | None:
         """Delete the job holding `unique_key` before it runs (Runqueue's "delete the reminder"); returns its id,

@@ -110,13 +110,13 @@ class Maintenance:
         # outage they give the slots that ran out meanwhile their time back (GROUP_SILENCE_MS in lua/_lib.lua).
         self.store.touch_groups()
         done = 0
-        for queue in self.queries.queues():
+        for queue in self.queries.queues.names():
             # Promote (which drains the intake) first: a job handed to a worker that died before anything
             # drained it is then in the active set, and this same pass recovers it.
             done += self.promote(queue) + self.recover(queue, outage_ms=outage_ms)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
-            for queue in self.queries.queues():
+            for queue in self.queries.queues.names():
                 self.trim(queue)
             self.prune_workers()
         return done

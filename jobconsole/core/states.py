@@ -26,7 +26,7 @@ class JobState(StrEnum):
     FAILED = "failed"  # as dead, for tasks whose dead_letter_policy is "discard"; expires like completed
     CANCELLED = "cancelled"
     DROPPED = "dropped"  # a worker claimed it but has no such task registered; kept, can be requeued
-    WAITING = "waiting"  # waits for its parent jobs to end (core/workflows.py); then queued or scheduled
+    WAITING = "waiting"  # waiting for other jobs (its dependencies) to end; not claimable until they release it
 
     @property
     def info(self) -> "StateInfo":
@@ -98,33 +98,35 @@ STATES: Mapping[JobState, StateInfo] = MappingProxyType(
         ),
         JobState.COMPLETED: StateInfo(
             zset="completed", terminal=True, redis_retention=DAY, db_retention=30 * DAY,
-            label="completed", tone="ok", mark="✓", place=6,
+            label="completed", tone="ok", mark="✓", place=7,
             django="SUCCESSFUL", celery="SUCCESS", jobbers="completed", go="COMPLETED",
         ),
         JobState.DEAD: StateInfo(
             zset="dead", terminal=True, resubmittable=True, redis_retention=30 * DAY, db_retention=90 * DAY,
-            label="dead", tone="bad", mark="✕", place=4,
+            label="dead", tone="bad", mark="✕", place=5,
             django="FAILED", celery="FAILURE", jobbers="failed", go="FAILED",
         ),
         JobState.FAILED: StateInfo(
             zset="failed", terminal=True, resubmittable=True, redis_retention=7 * DAY, db_retention=30 * DAY,
-            label="failed", tone="bad", mark="✕", place=5,
+            label="failed", tone="bad", mark="✕", place=6,
             django="FAILED", celery="FAILURE", jobbers="failed", go="FAILED",
         ),
         JobState.CANCELLED: StateInfo(
             zset="cancelled", terminal=True, resubmittable=True, redis_retention=DAY, db_retention=30 * DAY,
-            label="cancelled", tone="warn", place=7,
+            label="cancelled", tone="warn", place=8,
             django="FAILED", celery="REVOKED", jobbers="cancelled", go="FAILED",
         ),
         # Claimed by a worker that does not know its task: never started; Django has no state for that.
         JobState.DROPPED: StateInfo(
             zset="dropped", terminal=True, resubmittable=True, redis_retention=30 * DAY, db_retention=90 * DAY,
-            label="dropped", tone="bad", place=8,
+            label="dropped", tone="bad", place=9,
             django="FAILED", celery="FAILURE", jobbers="dropped", go="FAILED",
         ),
-        # Waits for other jobs (lua/_deps.lua): released to queued or scheduled when its parents end.
+        # In a set of its own (scored by the ms it began waiting), which no claim reads: the workflow engine moves it
+        # to the ready set once its dependencies allow. Django has no "blocked" status: READY (not yet run) is the
+        # nearest; Celery shows a chord's waiting body as PENDING; Jobbers' "scheduled" (runs later, not now).
         JobState.WAITING: StateInfo(
-            zset="waiting", waiting=True, label="waiting", tone="info", mark="⧗", place=9,
+            zset="waiting", waiting=True, label="waiting on dependencies", tone="info", mark="◌", place=4,
             django="READY", celery="PENDING", jobbers="scheduled", go="PENDING",
         ),
     }

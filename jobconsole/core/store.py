@@ -4,7 +4,7 @@ Nothing else runs a script or names a key of the write path. Each script's heade
 (``-- KEYS: active events drain``); `script_keys` fills those names in from `keys.py`, so the order of a
 script's keys is written once, in the script. Methods that callers batch into one round trip (a worker
 reports outcomes and claims together) also come as a `*_call` returning a `Call`, run with `run_many`.
-Readers (the console, the admin, the mirror, the cleaner) use `queries.py`.
+Readers (the console, the admin, the mirror, the cleaner) use `core/queries/`.
 """
 
 import json
@@ -503,7 +503,7 @@ class Store:
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
 
     def gauges_call(self, queue: str, *, grace_ms: int) -> Call[list[int]]:
-        """The raw reply of gauges.lua (read only): `Queries.gauges` decodes it."""
+        """The raw reply of gauges.lua (read only): `queries.queues.gauges` decodes it."""
         return Call("gauges", script_keys("gauges", queue), [queue_keys(queue).job_prefix, grace_ms], _ints)
 
     def trim_stats(self, queue: str, before_minute: int) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobconsole.core import keys
 from jobconsole.core.errors import InvalidJob
-from jobconsole.core.ids import check_job_id, new_job_id
+from jobconsole.core.ids import check_job_id, new_job_ids
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
@@ -72,7 +72,7 @@ class Step:
 @dataclass(frozen=True)
 class WorkflowResult:
     workflow_id: str
-    queue: str  # where its record lives (the first step's queue): Queries.workflow, Client.cancel_workflow
+    queue: str  # where its record lives (the first step's queue): Queries.workflows.get, Client.cancel_workflow
     job_ids_by_step: dict[str, str]
     states_by_step: dict[str, JobState] = field(default_factory=dict)  # as created (empty when not created now)
     created: bool = True  # False: a workflow of this id existed already (a repeated call); nothing was written
@@ -88,7 +88,7 @@ class WorkflowStep:
 
 @dataclass(frozen=True)
 class WorkflowView:
-    """A workflow as Redis holds it now (`Queries.workflow`)."""
+    """A workflow as Redis holds it now (`Queries.workflows.get`)."""
 
     id: str
     name: str
@@ -116,7 +116,7 @@ class ParentLink:
 
 @dataclass(frozen=True)
 class JobLinks:
-    """A job's parents (in order) and dependents (`Queries.job_links`)."""
+    """A job's parents (in order) and dependents (`Queries.workflows.links`)."""
 
     parents: list[ParentLink]
     children: list[tuple[str, str]]  # (queue, job id)
@@ -154,9 +154,10 @@ def order_steps(steps: Sequence[Step]) -> list[Step]:
         if s.name in by_name:
             raise InvalidWorkflow("two steps have this name", s.name)
         by_name[s.name] = s
-    remaining = {s.name: set(s.parents()) for s in steps}
+    parents = {s.name: s.parents() for s in steps}
+    remaining = {name: set(p) for name, p in parents.items()}
     for s in steps:
-        for parent, policy in s.parents().items():
+        for parent, policy in parents[s.name].items():
             if parent not in by_name:
                 raise InvalidWorkflow(f"waits for {parent!r}, which is not a step of this workflow", s.name)
             if parent == s.name:
@@ -257,8 +258,8 @@ def plan(client: "Client", steps: Iterable[Step]) -> list[Node]:
         raise InvalidWorkflow(f"a workflow has at most {MAX_STEPS} steps; got {len(ordered)}")
     refs: dict[str, str] = {}
     nodes: list[Node] = []
-    for s in ordered:
-        job_id = check_job_id(s.spec.id) if s.spec.id is not None else new_job_id()
+    for s, fresh in zip(ordered, new_job_ids(len(ordered)), strict=True):
+        job_id = check_job_id(s.spec.id) if s.spec.id is not None else fresh
         parents = [(refs[p], policy, p) for p, policy in s.parents().items()]
         node = node_args(
             client, s.spec, step=s.name, parents=parents, pass_results=s.pass_results, job_id=job_id, when=s.when

@@ -81,8 +81,8 @@ class Resync:
             from_id or "-",
             upto,
         )
-        ids = self.queries.ids(queue)
-        paused = self.queries.is_paused(queue)
+        ids = self.queries.jobs.ids(queue)
+        paused = self.queries.queues.is_paused(queue)
         present: set[str] = set()
         for start in range(0, len(ids), RESYNC_CHUNK):
             present |= self._chunk(queue, ids[start : start + RESYNC_CHUNK])
@@ -133,7 +133,7 @@ class Resync:
             self.leadership.fence()
 
     def _chunk(self, queue: str, ids: Sequence[str]) -> set[str]:
-        read = self.queries.jobs_by_id([(queue, i) for i in ids], history=True)
+        read = self.queries.jobs.by_id([(queue, i) for i in ids], history=True)
         synced = datetime.now(UTC)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []

@@ -17,7 +17,8 @@ from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
 from jobconsole.core.job import Attempt as JobAttempt
-from jobconsole.core.queries import Event, Queries, stream_time
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
 from jobconsole.core.streams import StreamId, parse_id
 from jobconsole.db_connections import close_broken
@@ -196,14 +197,14 @@ class Writer:
             # Already written in a final state, and nothing in this batch can change a final job:
             # these are older events of it (the mirror read its hash when it was already finished).
             del jobs[job_id]
-        read = self.queries.job_hashes(
+        read = self.queries.jobs.hashes(
             [(j.queue, job_id) for job_id, j in jobs.items()], history={i for i, j in jobs.items() if j.history}
         )
         found = dict(zip(jobs, read, strict=True))  # job id -> (its hash, empty when gone; its raw history)
         # A job already final when we read it is written (and remembered) as final now, so later events
         # that carry its attempts will be skipped: read its history now if no event of this batch did.
         late = [i for i, (h, history) in found.items() if h and history is None and h.get("state") in FINAL_NAMES]
-        late_histories = self.queries.raw_histories([(jobs[i].queue, i) for i in late])
+        late_histories = self.queries.jobs.raw_histories([(jobs[i].queue, i) for i in late])
         for job_id, raw in zip(late, late_histories, strict=True):
             found[job_id] = (found[job_id][0], raw)
         rows: list[tuple[Any, ...]] = []

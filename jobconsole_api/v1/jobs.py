@@ -136,7 +136,7 @@ def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[
 
 def _known_queues() -> set[str]:
     client = get_client()
-    return {t.queue for t in client.registry.all()} | set(client.queries.queues())
+    return {t.queue for t in client.registry.all()} | set(client.queries.queues.names())
 
 
 def _redis_full(exc: RedisFull) -> Problem:
@@ -196,7 +196,7 @@ def submit(call: Call) -> Reply:
     except InvalidJob as exc:
         raise Problem(422, f"The job is not valid: {exc}.") from None
     if result.status == "exists":
-        existing = client.queries.jobs_by_id([(result.queue, result.id)])[0]
+        existing = client.queries.jobs.by_id([(result.queue, result.id)])[0]
         if not _same_job(existing, spec):
             raise Problem(409, f"The id {result.id} was used before for another task or other parameters.")
     if result.created:
@@ -249,7 +249,7 @@ def submit_batch(call: Call) -> Reply:
         _remember(call, [r.id for r in exc.accepted if r.created])
         raise _not_replicated(exc) from None
     existing = [(r.queue, r.id) for r in results if r.status == "exists"]
-    found = {job.id: job for job in client.queries.jobs_by_id(existing) if job is not None} if existing else {}
+    found = {job.id: job for job in client.queries.jobs.by_id(existing) if job is not None} if existing else {}
     out = []
     for spec, result in zip(specs, results, strict=True):
         same = result.status != "exists" or _same_job(found.get(result.id), spec)

@@ -8,7 +8,8 @@ from typing import Any
 from jobconsole.bulk.progress import progress
 from jobconsole.core.job import Attempt as LiveAttempt
 from jobconsole.core.job import Job as LiveJob
-from jobconsole.core.queries import QueueCounts, WorkerInfo
+from jobconsole.core.queries.queues import QueueCounts
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import STATE_OF_SET
 from jobconsole.models import Attempt as AttemptRow

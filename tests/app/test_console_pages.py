@@ -104,7 +104,7 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     refused = viewer.post(
         "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "http://testserver/queues/"}
     )
-    assert refused.status_code == 403 and not client.queries.is_paused("examples.echo")
+    assert refused.status_code == 403 and not client.queries.queues.is_paused("examples.echo")
     page = refused.content.decode()  # the console's refusal page, with the reason and a way back
     assert "Not allowed" in page and "pause" in page and 'href="http://testserver/queues/"' in page
     assert 'aria-current="page"' not in page and 'href="/queues/"' in page  # the console's navigation
@@ -116,10 +116,10 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     assert operator.get("/queues/examples.echo/pause").status_code == 405  # a GET never changes anything
     response = operator.post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"}, follow=True)
     assert response.status_code == 200 and "paused" in response.content.decode()
-    assert client.queries.is_paused("examples.echo")
+    assert client.queries.queues.is_paused("examples.echo")
     assert run_worker(r, ["examples.echo"]) == 0  # a paused queue is not worked
     operator.post("/queues/examples.echo/pause", {"action": "resume"})
-    assert not client.queries.is_paused("examples.echo")
+    assert not client.queries.queues.is_paused("examples.echo")
     records = list(AuditLog.objects.order_by("at").values_list("action", "queue", "reason"))
     assert records == [("pause", "examples.echo", "deploy"), ("resume", "examples.echo", "")]
 

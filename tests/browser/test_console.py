@@ -133,7 +133,7 @@ def test_keyboard_reaches_the_navigation_and_a_primary_action(
     operator.page.wait_for_load_state("networkidle")
     operator.screenshot("keyboard-paused")
     assert asked and asked[0].startswith("Pause examples.echo?")
-    assert console_server.client.queries.is_paused("examples.echo")
+    assert console_server.client.queries.queues.is_paused("examples.echo")
     assert operator.page.locator("button[value=resume]").count() == 1
     operator.assert_no_browser_errors()
 

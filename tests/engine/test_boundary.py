@@ -1,5 +1,5 @@
 """The engine's Redis boundary: scripts declare their keys by name, and nothing outside the engine names a key
-or runs a script (the Django layer reads through queries.py and writes through the client and store)."""
+or runs a script (the Django layer reads through core/queries/ and writes through the client and store)."""
 
 import ast
 import re

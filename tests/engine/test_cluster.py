@@ -121,13 +121,13 @@ def test_operator_actions_and_figures_cover_every_node(
     assert client.delete_unique(queues[2], "only-one") == unique[2].id
     client.pause(queues[0])
     queries = Queries(Store(rc))
-    gauges = {g.queue: g for g in queries.gauges(queues)}
+    gauges = {g.queue: g for g in queries.queues.gauges(queues)}
     assert [gauges[q].scheduled for q in queues] == [0, 0, 1]
     assert [gauges[q].queued for q in queues] == [1, 1, 0]
     assert gauges[queues[0]].paused and not gauges[queues[1]].paused
     with worker_in_thread(rc, registry, queues, name="cluster-w1"):
         wait_for(lambda: client.counts(queues[1]).completed == 1)
-        assert [w.id for w in queries.workers()] == ["cluster-w1"]
+        assert [w.id for w in queries.workers.all()] == ["cluster-w1"]
         assert client.counts(queues[0]).queued == 1  # paused
         client.resume(queues[0])
         wait_for(lambda: client.counts(queues[0]).completed == 1)
@@ -178,7 +178,7 @@ def test_flow_control_spans_nodes(cluster: ClusterSetup, rc: "redis.Redis", regi
         stop.set()
         watcher.join()
     assert max(running) == 1
-    flow = Queries(Store(rc)).flow_control()
+    flow = Queries(Store(rc)).queues.flow_control()
     assert [g.name for g in flow.groups] == ["ext"] and flow.groups[0].in_use == 0
     assert flow.queue_limits == {queues[0]: 1}
 
@@ -254,7 +254,7 @@ def test_a_workflow_in_one_queue_runs_on_a_cluster_and_one_across_queues_is_refu
     flow = chord([JobSpec(task="t.ok", params={"x": i}) for i in range(20)], JobSpec(task="t.ok"), pass_results=None)
     made = client.enqueue_workflow(flow)
     run_burst(rc, registry, ["q"])
-    view = client.queries.workflow(made.workflow_id, made.queue)
+    view = client.queries.workflows.get(made.workflow_id, made.queue)
     assert view is not None and view.counts() == {"completed": 21}
     a = client.enqueue("t.ok", {"x": 1})
     b = client.enqueue("t.ok", {"x": 2}, depends_on=[a])

@@ -29,7 +29,7 @@ HELD_APART = [s for s in JobState if s in WAITING_STATES and STATES[s].zset not 
 def test_every_state_has_one_row_and_the_lists_follow_it() -> None:
     assert set(STATES) == set(JobState)
     assert TERMINAL_STATES.isdisjoint(WAITING_STATES)
-    assert CANCELLABLE_STATES == set(JobState) - TERMINAL_STATES
+    assert set(JobState) - TERMINAL_STATES == CANCELLABLE_STATES
     assert all(STATES[s].zset == s.value for s in TERMINAL_STATES)  # trim.lua forgets a terminal set by age
     assert sorted(STATES[s].place for s in JobState) == list(range(len(JobState)))  # one tab each
     assert set(STATE_OF_SET) == set(SET_NAMES) == set(queue_keys("q").sets)
@@ -66,7 +66,7 @@ def test_a_job_held_apart_is_never_claimed_and_shows_in_its_own_set(
 ) -> None:
     job_id = _hold_apart(r, client, state)
     assert claim(r, "q") == []
-    assert [j.id for j in client.queries.jobs("q", state).jobs] == [job_id]
+    assert [j.id for j in client.queries.jobs.page("q", state).jobs] == [job_id]
     assert client.counts("q").by_state()[STATE_OF_SET[STATES[state].zset]] == 1 and client.counts("q").queued == 0
 
 

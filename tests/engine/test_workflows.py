@@ -126,7 +126,7 @@ def test_creation_states_and_a_repeated_call_is_idempotent(r: "redis.Redis", cli
     assert r.zcard(queue_keys("q2").sets["waiting"]) == 1
     again = client.enqueue_workflow(steps, name="first", id="01J00000000000000000000000")
     assert not again.created and again.job_ids_by_step == made.job_ids_by_step
-    view = client.queries.workflow(made.workflow_id, made.queue)
+    view = client.queries.workflows.get(made.workflow_id, made.queue)
     assert view is not None and view.name == "first" and view.counts() == {"queued": 1, "waiting": 1, "scheduled": 1}
 
 
@@ -147,13 +147,13 @@ def test_a_diamond_runs_in_order_across_queues(r: "redis.Redis", client: Client,
     bottom = client.get(made.job_ids_by_step["bottom"])
     assert bottom.state is JobState.COMPLETED
     assert bottom.result == {"tag": "bottom", "results": {"left": {"tag": "left", "results": None}, "right": 3}}
-    view = client.queries.workflow(made.workflow_id, made.queue)
+    view = client.queries.workflows.get(made.workflow_id, made.queue)
     assert view is not None and view.counts() == {"completed": 4}
-    links = client.queries.job_links(made.job_ids_by_step["bottom"], "q2")
+    links = client.queries.workflows.links(made.job_ids_by_step["bottom"], "q2")
     assert [(p.step, p.policy, p.ended, p.queue) for p in links.parents] == [
         ("left", "cancel", "completed", "q2"), ("right", "cancel", "completed", "q"),
     ]  # fmt: skip
-    assert client.queries.job_links(made.job_ids_by_step["top"], "q").children == sorted(
+    assert client.queries.workflows.links(made.job_ids_by_step["top"], "q").children == sorted(
         [("q2", made.job_ids_by_step["left"]), ("q", made.job_ids_by_step["right"])]
     )
     for step in view.steps:
@@ -273,7 +273,7 @@ def test_cancelling_a_workflow_cancels_what_has_not_run(
     run_all(r, registry)
     assert LOG == []
     assert [client.get(ids[s]).state for s in "abcd"] == [JobState.COMPLETED] + [JobState.CANCELLED] * 3
-    view = client.queries.workflow(made.workflow_id, made.queue)
+    view = client.queries.workflows.get(made.workflow_id, made.queue)
     assert view is not None and view.cancelled_at
     with pytest.raises(JobNotFound):
         client.cancel_workflow("01J00000000000000000000000", "q")

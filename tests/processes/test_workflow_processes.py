@@ -72,7 +72,7 @@ class Chaos:
 
     def finished(self) -> bool:
         try:
-            view = self.client.queries.workflow(*self.workflow)
+            view = self.client.queries.workflows.get(*self.workflow)
         except redis.ConnectionError:
             return False
         return view is not None and view.counts() == {"completed": len(self.ids)}

@@ -2,7 +2,8 @@
 -- scripts whose header says "-- USES: deps". A job's edges live beside its hash, in its own queue's slot:
 --   <job>:deps      HASH parent ref -> "<policy>|<index>|<parent's step name>" (its parents; kept)
 --   <job>:ended     HASH parent ref -> the state that parent ended in; HSETNX, so each edge is released once
---   <job>:results   HASH parent ref -> the parent's result JSON (kept only for a job that is passed results)
+--   <job>:results   HASH parent's index -> its piece of the job's params (only for a job passed its parents'
+--                   results): its result JSON (null if it did not complete), after `"<step>":` in 'dict' mode
 --   <job>:children  SET of its dependents' refs
 -- A ref is "<queue>|<job id>". Job hash fields: deps_n (number of parents), kids ('1': it has dependents),
 -- pass and splice_at (where the parents' results go in its params), release_delay (ms from its release),
@@ -50,33 +51,49 @@ local function dep_persist(job_key)
   for _, s in ipairs(DEP_AUX) do redis.call('PERSIST', job_key .. s) end
 end
 
+-- The piece a parent gives a dependent passed results: its result, keyed by the parent's index in the job's
+-- parents (their order), with `"<step>":` ahead of it in 'dict' mode. Written as each link ends, so the release
+-- of a fan-in's callback only reads them in order.
+local function dep_piece(job_key, parent_ref, mode, result)
+  local _, index, step = string.match(redis.call('HGET', job_key .. ':deps', parent_ref) or '', '^([^|]*)|([^|]*)|(.*)$')
+  if not index then return end
+  if mode == 'dict' then
+    if step == '' then step = string.match(parent_ref, '|(.+)$') end
+    result = cjson.encode(step) .. ':' .. result
+  end
+  redis.call('HSET', job_key .. ':results', index, result)
+end
+
 -- Put the parents' results into the job's params where the client left a `null` for them (splice_at: the bytes
 -- before it). pass: 'dict' ({step: result}), 'one' (the one parent's result; a list for several), 'list'.
 -- A parent that did not complete gives null. Done once: splice_at goes with it.
 local function dep_splice(job_key)
-  local h = redis.call('HMGET', job_key, 'pass', 'splice_at', 'params')
-  local mode, at, params = h[1], tonumber(h[2] or ''), h[3]
+  local h = redis.call('HMGET', job_key, 'pass', 'splice_at', 'params', 'deps_n')
+  local mode, at, params, n = h[1], tonumber(h[2] or ''), h[3], tonumber(h[4] or '0')
   if not mode or mode == '' or not at or not params then return end
-  local deps = redis.call('HGETALL', job_key .. ':deps')
-  local order = {}
-  for i = 1, #deps, 2 do
-    local _, index, step = string.match(deps[i + 1], '^([^|]*)|([^|]*)|(.*)$')
-    order[#order + 1] = {tonumber(index) or 0, deps[i], step}
+  local parts, missing = {}, false
+  if mode == 'dict' and redis.call('HLEN', job_key .. ':results') >= n then
+    parts = redis.call('HVALS', job_key .. ':results')  -- an object's keys need no order: one call
+    n = 0
   end
-  table.sort(order, function(a, b) return a[1] < b[1] end)
-  local parts = {}
-  for first = 1, #order, 1000 do  -- HMGET in slices: unpack has a limit
-    local refs = {}
-    for i = first, math.min(first + 999, #order) do refs[#refs + 1] = order[i][2] end
-    local got = redis.call('HMGET', job_key .. ':results', unpack(refs))
-    for i = 1, #refs do
-      local o, value = order[first + i - 1], got[i] or 'null'
-      if mode == 'dict' then
-        local name = o[3]
-        if name == '' then name = string.match(o[2], '|(.+)$') end
-        value = cjson.encode(name) .. ':' .. value
+  for first = 1, n, 1000 do  -- in order, HMGET in slices (unpack has a limit)
+    local fields = {}
+    for i = first, math.min(first + 999, n) do fields[#fields + 1] = i end
+    local got = redis.call('HMGET', job_key .. ':results', unpack(fields))
+    for k = 1, #fields do
+      parts[#parts + 1] = got[k] or false
+      missing = missing or not got[k]
+    end
+  end
+  if missing then  -- requeued before every parent ended (an operator's choice): null for the others
+    local deps = redis.call('HGETALL', job_key .. ':deps')
+    for i = 1, #deps, 2 do
+      local _, index, step = string.match(deps[i + 1], '^([^|]*)|([^|]*)|(.*)$')
+      index = tonumber(index)
+      if index and not parts[index] then
+        if step == '' then step = string.match(deps[i], '|(.+)$') end
+        parts[index] = (mode == 'dict') and (cjson.encode(step) .. ':null') or 'null'
       end
-      parts[#parts + 1] = value
     end
   end
   local value
@@ -127,9 +144,7 @@ end
 local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen)
   if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
   local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass', 'when')
-  if state == COMPLETED and h[3] and h[3] ~= '' then
-    redis.call('HSET', child_key .. ':results', parent_ref, result)
-  end
+  if h[3] and h[3] ~= '' then dep_piece(child_key, parent_ref, h[3], (state == COMPLETED) and result or 'null') end
   if h[1] ~= WAITING then return false end
   local _, cq, cid = dep_job(child_ref)
   if h[4] == 'failure' then
@@ -180,7 +195,8 @@ local function deps_revive(job_key, queue, job_id, now, maxlen)
     for _, child_ref in ipairs(redis.call('SMEMBERS', parent_key .. ':children')) do
       local child_key, cq, cid = dep_job(child_ref)
       if redis.call('HDEL', child_key .. ':ended', parent_ref) == 1 then
-        redis.call('HDEL', child_key .. ':results', parent_ref)
+        local index = string.match(redis.call('HGET', child_key .. ':deps', parent_ref) or '', '^[^|]*|([^|]*)|')
+        if index then redis.call('HDEL', child_key .. ':results', index) end
         local h = redis.call('HMGET', child_key, 'state', 'cancelled_by')
         if h[1] == CANCELLED and h[2] == parent_ref then
           local other = dep_blocker(child_key)

@@ -18,7 +18,7 @@ def test_queues_pause_and_resume(operator: Api) -> None:
     assert queue["queued"] == 1 and queue["paused"] is False
     paused = operator.post("/queues/apitest/pause", {"reason": "maintenance"})
     assert paused.status_code == 200 and paused.json()["paused"] is True
-    assert get_client().queries.is_paused("apitest") and Queue.objects.get(name="apitest").paused
+    assert get_client().queries.queues.is_paused("apitest") and Queue.objects.get(name="apitest").paused
     record = AuditLog.objects.get(action="pause")
     assert record.actor == "api:ops" and record.queue == "apitest" and record.reason == "maintenance"
     assert operator.post("/queues/apitest/resume").json()["paused"] is False
