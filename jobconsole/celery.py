@@ -354,7 +354,7 @@ class TaskOptions:
         if options.pop("acks_late", True) is False:
             raise TypeError("acks_late=False cannot be honoured: Jobconsole acknowledges a job when it ends, so a "
                             "job interrupted by a crash runs again (acks_late=True)")  # fmt: skip
-        if options.pop("serializer", "json") != "json":
+        if options.pop("serializer", None) not in (None, "json"):
             raise TypeError("Jobconsole stores arguments and results as JSON only (serializer='json')")
         refused = sorted(n for n, v in options.items() if n in _REFUSED_TASK_OPTIONS and v is not None)
         if refused:
