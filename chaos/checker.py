@@ -65,12 +65,15 @@ class Report:
     unique_refused_wrongly: int = 0  # duplicates refused for a holder that was not live (or not that key's job)
     dlq_attempts: list[int] = field(default_factory=list)
     recovery: list[float] = field(default_factory=list)
+    rerun: list[float] = field(default_factory=list)  # process faults: fault -> the next run of each job it hit
     notes: list[str] = field(default_factory=list)
 
-    def percentile(self, q: float) -> float | None:
-        if not self.recovery:
+    def percentile(self, q: float, values: list[float] | None = None) -> float | None:
+        """The q-th percentile of `values` (default: the recovery times)."""
+        values = self.recovery if values is None else values
+        if not values:
             return None
-        ordered = sorted(self.recovery)
+        ordered = sorted(values)
         return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
@@ -261,6 +264,7 @@ def judge(
                 cut_off = any(start <= lease.end and end >= lease.start for start, end in outages)
                 report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
+    report.rerun = rerun_times(faults, executions, matched)
     _judge_unique_keys(report, accepted_jobs, duplicates, jobs)
     kills = [f.started for f in faults if f.kind == "redis_kill"]
     # A power loss's window: jobs accepted from the AOF copy it restored until Redis restarted (its `ended`; the
@@ -447,6 +451,32 @@ def recovery_times(faults: list[Fault], executions: list[Execution], matched: di
             after = next((t for t in ends if t > f.ended), None)
             if after is not None:
                 samples.append(after - f.ended)
+    return samples
+
+
+def rerun_times(faults: list[Fault], executions: list[Execution], matched: dict[Execution, Lease]) -> list[float]:
+    """Process faults (kill, stop, crash): for each job whose lease the hit process lost, from the fault to the
+    job's next run elsewhere (when a worker let it begin): what an operator waits after a worker dies."""
+    by_job: dict[str, list[Execution]] = defaultdict(list)
+    for e in executions:
+        by_job[e.job_id].append(e)
+    last_trace: dict[int, float] = defaultdict(float)
+    for e in executions:
+        last_trace[e.pid] = max(last_trace[e.pid], e.ended or e.started)
+    samples: list[float] = []
+    for f in faults:
+        if f.kind not in PROCESS_FAULTS:
+            continue
+        at = last_trace[min(f.pids)] if f.kind == "crash" and f.pids else f.started
+        for e in executions:
+            lease = matched.get(e)
+            if lease is None or lease.outcome != "worker_lost" or e.pid not in f.pids:
+                continue
+            if not e.started <= at <= lease_end(e, lease):
+                continue
+            later = [n.started for n in by_job[e.job_id] if n.started > at and n.pid not in f.pids]
+            if later:
+                samples.append(min(later) - at)
     return samples
 
 

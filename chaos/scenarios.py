@@ -23,6 +23,7 @@ from jobconsole.core.errors import JobNotFound, JobStateConflict
 from jobconsole.core.groups import Group
 from jobconsole.core.job import Job
 from jobconsole.core.keys import group_keys, queue_keys
+from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.store import Store
 from jobconsole.core.streams import parse_id
@@ -47,6 +48,26 @@ def kill_loop(ctx: Ctx) -> None:
     ctx.produce(plan[::2], rate=rate / 2)
     ctx.produce(plan[1::2], rate=rate / 2, single=True)  # one by one, through the intake when workers are busy
     _kill_workers_under_load(ctx)
+    ctx.settle()
+
+
+def worker_lost(ctx: Ctx) -> None:
+    """Issue 30's measure: kill -9 one worker at a time while the others have threads to spare, and only once its
+    replacement has started, so that the time from the kill to each of its jobs' next run elsewhere is the
+    engine's (the workers' heartbeat expiry, a scan, a claim), not a wait for capacity. Run it with a long lease
+    (CHAOS_LEASE_S=300): the jobs' leases play no part."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(120, 900))
+    plan = [work(f"l{i}", ctx.rng.uniform(0.5, 3.0)) for i in range(n)]  # about 10 of 24 threads busy at 6/s
+    ctx.produce(plan, rate=6)
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        ctx.sleep(2.0, 4.0)
+        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+        ctx.cluster.kill(ctx.cluster.workers[slot])
+        ctx.cluster.wait_started([ctx.cluster.start_worker(slot)])
     ctx.settle()
 
 
@@ -102,8 +123,9 @@ def sigterm(ctx: Ctx) -> None:
 
 
 def sigstop(ctx: Ctx) -> None:
-    """#4: freeze a worker with SIGSTOP for 3x the lease, then SIGCONT: its jobs run elsewhere meanwhile, and
-    its late heartbeats and acks must be refused (stale token)."""
+    """#4: freeze a worker with SIGSTOP for 3x the lease (at least twice the workers' heartbeat expiry, so that it
+    is declared gone whatever the jobs' lease), then SIGCONT: its jobs run elsewhere meanwhile, its late
+    heartbeats and acks must be refused (stale token), and it goes on under a new id."""
     ctx.cluster.start_recoverer()
     ctx.workers(3)
     n = int(ctx.size(60, 800))
@@ -113,7 +135,7 @@ def sigstop(ctx: Ctx) -> None:
         if not ctx.faulting(done, 1):
             break
         ctx.sleep(0.5, 1.5)
-        ctx.stop_a_worker(3 * LEASE_S)
+        ctx.stop_a_worker(max(3 * LEASE_S, 2 * DEFAULT_WORKER_EXPIRY_S))
     ctx.settle()
 
 
@@ -813,6 +835,7 @@ SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
         Scenario("kill_loop", "kill -9 workers in a loop", kill_loop),
+        Scenario("worker_lost", "kill -9 one worker at a time: kill to re-run", worker_lost),
         Scenario("kill_before_ack", "kill between success and ack", kill_before_ack),
         Scenario("sigterm", "SIGTERM, grace, SIGKILL", sigterm),
         Scenario("sigstop", "worker frozen past its lease", sigstop),

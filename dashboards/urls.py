@@ -51,7 +51,7 @@ urlpatterns = [
     path("bulk/<int:pk>/cancel", bulk.bulk_cancel, name="bulk_cancel"),
     path("bulk/<int:pk>/resume", bulk.bulk_resume, name="bulk_resume"),
     path("healthz", health.healthz, name="healthz"),
-    path("assets/plotly-<str:version>.min.js", assets.plotly_js, name="plotly"),
+    path("assets/plotly-basic-<str:version>.min.js", assets.plotly_js, name="plotly"),
 ]
 # Every page renders in the operator's time zone (the jc_tz cookie): no middleware to list in settings.
 urlpatterns = each_in_operator_zone(urlpatterns)

@@ -228,6 +228,15 @@ SETTINGS: tuple[Setting, ...] = (
         check=lambda value: _queue_limits_problem(value),
     ),
     Setting(
+        "WORKER_EXPIRY",
+        3.0,
+        "seconds a worker process may go without its heartbeat (sent every third of this) before a recoverer "
+        "declares it gone and runs its jobs elsewhere, whatever their lease; a pause longer than this (GC, a "
+        "slow Redis, a starved host) costs the worker its jobs",
+        env="JOBCONSOLE_WORKER_EXPIRY",
+        check=lambda value: None if value >= 1.0 else "must be at least 1 second",
+    ),
+    Setting(
         "SHUTDOWN_GRACE",
         10.0,
         "seconds a stopping worker waits for the tasks it interrupted (on_shutdown requeue or fail) to stop",
@@ -453,6 +462,7 @@ class Config(TypedDict):
     IN_TRANSACTION: str
     GROUPS: dict[str, dict[str, Any]]
     QUEUE_LIMITS: dict[str, int]
+    WORKER_EXPIRY: float
     SHUTDOWN_GRACE: float
     MIRROR: MirrorConfig
     RETENTION: dict[str, float]

@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from dashboards.permissions import view_required
-from dashboards.rendering import page
+from dashboards.rendering import htmx_asked, page
 from dashboards.stalled import running_jobs
 from jobconsole.core import InvalidJob
 from jobconsole.engine import get_client
@@ -16,7 +16,7 @@ PAGE = 50
 def complain(request: HttpRequest, text: str) -> None:
     """A message about the page's address, on the page itself only: the live part's polls of the same address
     would otherwise pile the same message up for the next page."""
-    if not getattr(request, "htmx", False):
+    if not htmx_asked(request):
         messages.error(request, text)
 
 

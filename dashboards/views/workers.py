@@ -14,8 +14,9 @@ from jobconsole.core.job import Job
 from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 
-# A worker renews its registry entry every 2 s; one silent for this long is shown as not heartbeating. Its
-# entry expires 30 s after its last renewal and the maintenance loop then forgets it.
+# A worker beats every second (core/worker/liveness.py); a recoverer declares it gone 3 s after its last beat
+# (WORKER_EXPIRY) and takes its jobs back, and its record, with when and why, stays an hour. One silent for this
+# long without being declared gone (no recoverer runs) is shown as not heartbeating.
 SILENT_AFTER = timedelta(seconds=10)
 RUNNING_SCAN = 500  # running jobs read per queue to find those of gone workers
 

@@ -22,6 +22,13 @@ TASKS = f"{PREFIX}:{{meta}}:tasks"  # HASH task name -> JSON of its registered o
 ROLES = f"{PREFIX}:{{meta}}:roles"  # HASH worker role -> JSON list of the queues its workers serve (Jobbers' roles)
 MAINTENANCE_LOCK = f"{PREFIX}:{{meta}}:lock:maintenance"  # leader lock of the recoverer/promoter/trimmer
 WORKERS = f"{PREFIX}:{{workers}}:index"  # ZSET worker id -> last heartbeat ms
+# Process heartbeats (core/worker/liveness.py, core/lapse.py), in the registry's slot so that one script sees
+# them with the registry: a worker's deadline, the workers declared gone (their records kept for a while, and
+# an id declared gone never beats again), and those whose jobs are being taken back.
+ALIVE = f"{PREFIX}:{{workers}}:alive"  # ZSET worker id -> deadline ms (Redis time of its last beat + its expiry)
+GONE = f"{PREFIX}:{{workers}}:gone"  # ZSET worker id -> ms it was declared gone
+TAKING = f"{PREFIX}:{{workers}}:taking"  # ZSET worker id -> ms a recoverer began taking its jobs back
+WORKERS_SEEN = f"{PREFIX}:{{workers}}:seen"  # STRING Redis ms of the last lapse scan (a longer silence: spare)
 
 
 def worker_key(worker_id: str) -> str:

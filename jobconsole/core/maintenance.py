@@ -1,7 +1,9 @@
-"""The maintenance loop: recover expired leases, promote due jobs, enforce retention, prune dead workers.
+"""The maintenance loop: take back the jobs of workers that stopped heartbeating, recover expired leases,
+promote due jobs, enforce retention, prune dead workers.
 
-It runs inside every worker and alone as `runrecoverer`; an owner-token leader lock makes exactly one
-instance active at a time, and every step is a Lua script, so two leaders briefly overlapping is safe.
+It runs inside every worker and alone as `runrecoverer`. Every instance scans the workers' heartbeat deadlines
+every half second (`lapse.py`: one cheap call, an atomic decision); for the rest an owner-token leader lock makes
+exactly one instance active at a time, and every step is a Lua script, so two leaders briefly overlapping is safe.
 """
 
 import logging
@@ -13,6 +15,7 @@ from types import MappingProxyType
 
 import redis
 
+from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S, GONE_KEEP_S, WATCH_EVERY_S, LapseWatch
 from jobconsole.core.queries import Queries
 from jobconsole.core.states import REDIS_RETENTION, TERMINAL_STATES, JobState
 from jobconsole.core.store import Store
@@ -62,11 +65,19 @@ class Maintenance:
         interval: float = 1.0,
         lock_ttl: float | None = None,
         trim_every: float = 60.0,
+        worker_expiry: float = DEFAULT_WORKER_EXPIRY_S,
+        gone_keep: float = GONE_KEEP_S,
     ) -> None:
         self.store = Store(connection, events_maxlen=events_maxlen)
         self.queries = Queries(self.store)
         self.retention = retention or Retention()
         self.interval = interval
+        # worker_expiry: how long past a worker's last heartbeat its deadline is spared after a silence (the
+        # workers' own setting; see lapse.py). gone_keep: how long a gone worker's record is kept.
+        self.lapses = LapseWatch(
+            self.store, self.queries, ttl_ms=int(self.retention[JobState.FAILED] * 1000), expiry_s=worker_expiry,
+            keep_s=gone_keep,
+        )  # fmt: skip
         # The leader renews the lock every pass. Its TTL is how long recovery stalls when a leader dies
         # without releasing it (SIGKILL, os._exit, a frozen host): keep it to a few missed passes, not
         # a fixed 10 s that dwarfs short leases. A slow pass that outlives it only lets leaders overlap,
@@ -90,8 +101,21 @@ class Maintenance:
         except RETRYABLE_ERRORS:
             pass
 
+    def watch_workers(self) -> int:
+        """Take back the jobs of workers whose heartbeat lapsed (every instance, leader or not)."""
+        return self.lapses.step()
+
     def step(self) -> int:
-        """One pass over every queue if we lead; returns the number of jobs recovered or promoted."""
+        """Watch the workers, then one pass over every queue if we lead; returns the number of jobs taken back,
+        recovered or promoted."""
+        try:
+            taken = self.watch_workers()
+        except RETRYABLE_ERRORS:
+            raise
+        except Exception:
+            # A failing takeback (it is retried: the worker stays in `taking`) must not stop the leader's chores.
+            log.exception("maintenance: taking back the jobs of a gone worker failed")
+            taken = 0
         leader = self.is_leader()
         # Passes normally follow each other every `interval`; a longer gap means our calls to Redis blocked
         # or failed meanwhile (Redis frozen, restarting, unreachable), or this process got no CPU: recover.lua
@@ -100,7 +124,7 @@ class Maintenance:
         gap = time.monotonic() - self._last_ok
         self._last_ok = time.monotonic()
         if not leader:
-            return 0
+            return taken
         outage_ms = int((gap + 1.0) * 1000) if gap > 2 * self.interval + 0.3 else 0
         if outage_ms:
             log.warning(
@@ -109,7 +133,7 @@ class Maintenance:
         # Concurrency groups first: a group touched every pass tells its scripts that Redis is up, so after an
         # outage they give the slots that ran out meanwhile their time back (GROUP_SILENCE_MS in lua/_lib.lua).
         self.store.touch_groups()
-        done = 0
+        done = taken
         for queue in self.queries.queues.names():
             # Promote (which drains the intake) first: a job handed to a worker that died before anything
             # drained it is then in the active set, and this same pass recovers it.
@@ -158,15 +182,23 @@ class Maintenance:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until `stop` is set; Redis outages are logged and waited out."""
+        # The workers' deadlines are scanned every WATCH_EVERY_S (or every pass, when passes come faster), the
+        # rest every `interval`.
+        tick = min(self.interval, WATCH_EVERY_S)
+        next_pass = 0.0
         try:
             while not stop.is_set():
                 try:
-                    self.step()
+                    if time.monotonic() >= next_pass:
+                        next_pass = time.monotonic() + self.interval - tick / 10
+                        self.step()
+                    else:
+                        self.watch_workers()
                 except RETRYABLE_ERRORS as exc:
                     log.warning("maintenance: redis unavailable (%s); retrying", exc)
                 except Exception:
                     # One bad pass must not stop every later one (a Runqueue bug we do not copy).
                     log.exception("maintenance pass failed")
-                stop.wait(self.interval)
+                stop.wait(tick)
         finally:
             self.release()

@@ -24,6 +24,7 @@ from jobconsole.core.results import (
     EnqueueResult,
     Failed,
     Handed,
+    Lapsed,
     Recovered,
     SlotGrant,
     SlotRecord,
@@ -61,7 +62,11 @@ class WorkerIdentity:
         object.__setattr__(self, "idle_member", json.dumps([self.id, self.host, self.pid]))
 
 
-_GLOBAL = {"queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH}
+_GLOBAL = {
+    "queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH,
+    "alive": keys.ALIVE, "gone": keys.GONE, "taking": keys.TAKING, "seen": keys.WORKERS_SEEN,
+}  # fmt: skip
+WORKER_PREFIX = keys.worker_key("")  # worker hash names are this + id, in the registry's slot
 
 
 def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
@@ -137,6 +142,12 @@ def _group_slots(reply: Any) -> SlotGrant:
 
 def _pair(reply: Any) -> tuple[str, str]:
     return str(reply[0]), str(reply[1])
+
+
+def _recovered(reply: Any) -> Recovered:
+    ids = [str(r) for r in reply]
+    split = ids.index("|")
+    return Recovered(ids[:split], ids[split + 1 :])
 
 
 def _failed(reply: Any) -> Failed:
@@ -436,16 +447,23 @@ class Store:
         options = [item for pair in task_options.items() for item in pair]
         self.run(Call("announce", _fill("announce", None, {}), [len(queues), *queues, *options], _int))
 
-    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> None:
+    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> bool:
+        """Write the worker's registry hash; False when its id was declared gone (nothing written)."""
         fields = [item for pair in info.items() for item in pair]
         named = {"worker": keys.worker_key(worker_id)}
-        self.run(
-            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _int)
+        return self.run(
+            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _bool)
         )
 
+    def worker_beat(self, worker_id: str, *, expiry_ms: int) -> bool:
+        """A worker process's heartbeat: alive until now + `expiry_ms`; False when its id was declared gone."""
+        return self.run(Call("worker_beat", _fill("worker_beat", None, {}), [worker_id, expiry_ms], _bool))
+
     def unregister_worker(self, worker_id: str) -> None:
-        # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.
+        # No MULTI: Redis refuses every command queued in one while it is full, and none needs it: a worker
+        # leaving alive's deadlines first is never declared gone (lapse.lua), whatever comes after.
         pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(keys.ALIVE, worker_id)
         pipe.delete(keys.worker_key(worker_id))
         pipe.zrem(keys.WORKERS, worker_id)
         pipe.execute()
@@ -467,9 +485,44 @@ class Store:
     def recover(self, queue: str, *, limit: int, outage_ms: int, ttl_ms: int) -> Recovered:
         """Requeue or dead-letter up to `limit` jobs whose lease expired (outage_ms: see recover.lua)."""
         args = [*self._head(queue), ttl_ms, limit, outage_ms]
-        reply = self.run(Call("recover", script_keys("recover", queue), args, _strings))
-        split = reply.index("|")
-        return Recovered(reply[:split], reply[split + 1 :])
+        return self.run(Call("recover", script_keys("recover", queue), args, _recovered))
+
+    def lapse_workers(
+        self, *, limit: int, keep_ms: int, keep: int, silence_ms: int, spare_ms: int, stale_ms: int
+    ) -> list[Lapsed]:
+        """Declare gone the workers whose process heartbeat lapsed; returns those whose jobs to take back (see
+        lapse.lua), then `take_back_call` per queue and `taken_back`."""
+        args: list[Arg] = ["scan", WORKER_PREFIX, limit, keep_ms, keep, silence_ms, spare_ms, stale_ms]
+        reply = self.run(Call("lapse", _fill("lapse", None, {}), args, _strings))
+        return [
+            Lapsed(reply[i], [q for q in reply[i + 1].split(",") if q], int(reply[i + 2]), int(reply[i + 3]))
+            for i in range(0, len(reply), 4)
+        ]
+
+    def take_back_call(self, queue: str, worker_id: str, *, last_beat_ms: int, ttl_ms: int) -> Call[Recovered]:
+        """Every running job of `queue` leased to `worker_id` taken back at once (takeback.lua)."""
+        args = [*self._head(queue), ttl_ms, worker_id, last_beat_ms]
+        return Call("takeback", script_keys("takeback", queue, worker_id), args, _recovered)
+
+    def slots_held_by(self, holder: str) -> dict[str, list[str]]:
+        """The concurrency-group slots `holder` holds (group -> tokens), for a worker declared gone: a token is
+        '<holder>:<number>' (group_acquire.lua)."""
+        groups = sorted(cast(set[str], self.redis.smembers(keys.GROUPS)))
+        if not groups:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zrange(group_keys(group).slots, 0, -1)
+        head = holder + ":"
+        held = {
+            group: [t for t in tokens if t.startswith(head) and t[len(head) :].isdigit()]
+            for group, tokens in zip(groups, pipe.execute(), strict=True)
+        }
+        return {group: tokens for group, tokens in held.items() if tokens}
+
+    def taken_back(self, worker_id: str, count: int) -> None:
+        """The worker's jobs were taken back from every queue: it leaves `taking`, its record counts them."""
+        self.run(Call("lapse", _fill("lapse", None, {}), ["done", WORKER_PREFIX, worker_id, count], _int))
 
     def promote(self, queue: str, *, limit: int) -> int:
         """Drain the intake, then move up to `limit` due scheduled jobs to the ready set."""

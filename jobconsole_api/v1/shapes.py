@@ -175,6 +175,9 @@ SCHEMAS: dict[str, Schema] = {
             "processed": integer(),
             "failed": integer(),
             "current": array(any_object(), "the jobs it runs now"),
+            "gone_at": nullable(string("when a recoverer declared it gone", format="date-time")),
+            "gone_reason": string("why, in words (empty while it lives)"),
+            "jobs_taken_back": integer("its running jobs the recoverer took back when it was declared gone"),
         },
         ("id", "state"),
     ),
@@ -286,7 +289,8 @@ def worker(info: WorkerInfo) -> dict[str, Any]:
         "id": info.id, "host": info.host, "pid": info.pid, "queues": info.queues, "concurrency": info.concurrency,
         "active_threads": info.active_threads, "state": info.state, "started_at": iso(info.started_at),
         "heartbeat_at": iso(info.heartbeat_at), "processed": info.processed, "failed": info.failed,
-        "current": info.current,
+        "current": info.current, "gone_at": iso(info.gone_at), "gone_reason": info.gone_reason,
+        "jobs_taken_back": info.jobs_taken_back,
     }  # fmt: skip
 
 

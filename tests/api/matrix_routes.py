@@ -553,7 +553,7 @@ ROWS: list[Row] = [
     Row("POST", "/bulk/<int:pk>/cancel", form(lambda w: f"/bulk/{w.operation()}/cancel"), action()),
     Row("POST", "/bulk/<int:pk>/resume", form(lambda w: f"/bulk/{w.paused_operation()}/resume"), action()),
     # plotly.js, a public static file served by the console (dashboards/views/assets.py): no data, no login.
-    Row("GET", "/assets/plotly-<str:version>.min.js", get(f"/assets/plotly-{PLOTLY_VERSION}.min.js"),
+    Row("GET", "/assets/plotly-basic-<str:version>.min.js", get(f"/assets/plotly-basic-{PLOTLY_VERSION}.min.js"),
         {c: 200 for c in CONSOLE_CALLERS}, note="a static file, public as /static/ is"),
     Row("GET", "/healthz", get("/healthz"), {c: 200 for c in CONSOLE_CALLERS}, note="a probe, open to everyone"),
 ]

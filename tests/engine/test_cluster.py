@@ -197,6 +197,34 @@ def test_maintenance_promotes_and_recovers_on_every_node(
     assert [client.counts(q).queued for q in queues] == [1, 1, 1]
 
 
+def test_a_gone_workers_jobs_are_taken_back_on_every_node(
+    cluster: ClusterSetup, rc: "redis.Redis", registry: TaskRegistry
+) -> None:
+    """The decision in the registry's slot, the takebacks in each queue's slot (three nodes), in one pass."""
+    from jobconsole.core.groups import Group
+    from jobconsole.core.keys import group_keys
+    from jobconsole.core.store import WorkerIdentity
+
+    queues = spread(cluster, per_node=1, prefix="g")
+    client = Client(rc, registry)
+    client.define_group(Group("gone-ext", connections=1))
+    store = Store(rc)
+    info = {"host": "h", "pid": 1, "queues": ",".join(queues), "state": "running"}
+    assert store.register_worker("dead", ttl_s=30, now_ms=store.time_ms(), info=dict(info))
+    assert store.worker_beat("dead", expiry_ms=300)
+    identity = WorkerIdentity("dead", "h", 1)
+    for q in queues:
+        client.enqueue("t.ok", queue=q)
+        assert len(store.run(store.claim_call(q, identity, 1, idle_ms=0)).leases) == 1
+    assert store.group_acquire("gone-ext", 1, holder="dead", lease_ms=300_000, queue=queues[0]).tokens
+    time.sleep(0.4)
+    maintenance = Maintenance(rc)
+    assert maintenance.step() == 3
+    assert [client.counts(q).queued for q in queues] == [1, 1, 1]
+    assert rc.zcard(group_keys("gone-ext").slots) == 0
+    assert {w.id: w for w in client.queries.workers.all()}["dead"].jobs_taken_back == 3
+
+
 def test_enqueue_waits_for_a_replica_on_every_node(
     cluster: ClusterSetup, rc: "redis.Redis", registry: TaskRegistry
 ) -> None:

@@ -253,3 +253,48 @@ local function group_touch(slots_key, seen_key, now)
   end
   redis.call('SET', seen_key, now)
 end
+
+-- A span of Redis ms in words, for messages an operator reads ("3.2 s", "12 s").
+local function seconds_words(ms)
+  if ms < 10000 then return string.format('%.1f s', ms / 1000) end
+  return string.format('%d s', math.floor(ms / 1000 + 0.5))
+end
+
+-- Take a running job away from its worker (recover.lua: its lease ran out; takeback.lua: its worker stopped
+-- heartbeating): the attempt closed as `worker_lost` with `message`, the token cleared (so the worker's late
+-- heartbeat, ack or failure is refused), then requeued while attempts remain, dead-lettered (or failed) when
+-- they are used up, or cancelled when an operator had asked to cancel it. `k`: the queue's active, ready, dead,
+-- failed, unique, events, wake, seq, stats and cancelled keys. Returns 'requeued', 'ended', or nil (not running).
+local function lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  redis.call('ZREM', k.active, job_id)
+  local job_key = prefix .. job_id
+  local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'task', 'cancel_requested')
+  if f[1] ~= RUNNING then return nil end
+  local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
+  redis.call('HSET', job_key, 'token', '', 'last_error',
+             cjson.encode({error_class = 'WorkerLost', message = message, at = now, outcome = 'worker_lost'}))
+  count(k.stats, now, 'lost', f[5] or '')
+  if f[6] == '1' then
+    -- Asked to stop while its worker was alive: requeuing it would run it again, and the next claim would
+    -- clear the request.
+    redis.call('ZADD', k.cancelled, now, job_id)
+    redis.call('HSET', job_key, 'state', CANCELLED, 'finished_at', now)
+    release_unique(k.unique, job_key, job_id)
+    finish(job_key, ttl)
+    emit(k.events, maxlen, job_id, 'cancelled', CANCELLED, {'entry', entry})
+    return 'ended'
+  elseif tonumber(f[2]) <= tonumber(f[3]) then
+    note_retry(k.stats, now, f[5] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
+    make_ready(job_key, job_id, k.ready, k.seq, k.wake, now)
+    emit(k.events, maxlen, job_id, 'recovered', QUEUED, {'entry', entry})
+    return 'requeued'
+  end
+  local state = (f[4] == 'discard') and FAILED or DEAD
+  redis.call('ZADD', (state == DEAD) and k.dead or k.failed, now, job_id)
+  if state == DEAD then count(k.stats, now, 'dead', f[5] or '') end  -- as fail.lua counts its dead
+  redis.call('HSET', job_key, 'state', state, 'finished_at', now)
+  release_unique(k.unique, job_key, job_id)
+  if state ~= DEAD then finish(job_key, ttl) end
+  emit(k.events, maxlen, job_id, state, state, {'entry', entry})
+  return 'ended'
+end

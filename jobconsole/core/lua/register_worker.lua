@@ -1,10 +1,12 @@
 #!lua flags=allow-oom
 -- Write a worker's entry in the registry: its hash (expiring unless renewed) and its heartbeat in the index.
 -- Allowed while Redis is full: one bounded hash per worker, and operators need the list of workers most
--- when Redis is in trouble.
--- KEYS: worker workers
+-- when Redis is in trouble. Refused for an id declared gone (lapse.lua), whose record it would overwrite.
+-- KEYS: worker workers gone
 -- ARGV[1] worker id  ARGV[2] ttl s  ARGV[3] heartbeat ms, then field / value pairs
+-- Returns 1, or 0 when the id was declared gone.
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
 return 1

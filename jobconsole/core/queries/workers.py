@@ -18,12 +18,15 @@ class WorkerInfo:
     queues: list[str]
     concurrency: int
     active_threads: int
-    state: str  # 'running' or 'stopping'; 'gone' when its registry hash expired (it died)
+    state: str  # 'running' or 'stopping'; 'gone' when it stopped heartbeating (core/lapse.py) or its hash expired
     started_at: datetime | None
     heartbeat_at: datetime | None
     processed: int
     failed: int
     current: list[dict[str, Any]] = field(default_factory=list)  # the jobs it runs: id, queue, task, attempt
+    gone_at: datetime | None = None  # when a recoverer declared it gone (None: live, or its record expired)
+    gone_reason: str = ""  # why, in words: "no heartbeat for 3.2 s (deadline passed 0.2 s ago)"
+    jobs_taken_back: int = 0  # its running jobs the recoverer took back then
 
 
 class Workers(Reader):
@@ -42,8 +45,11 @@ class Workers(Reader):
                     queues=[q for q in h.get("queues", "").split(",") if q], concurrency=_int(h.get("concurrency")),
                     active_threads=_int(h.get("active_threads")), state=h.get("state", "gone") if h else "gone",
                     started_at=ms_to_datetime(h.get("started_at")),
-                    heartbeat_at=ms_to_datetime(h.get("heartbeat_at") or int(beat)),
-                    processed=_int(h.get("processed")), failed=_int(h.get("failed")), current=current,
+                    heartbeat_at=ms_to_datetime(max(_int(h.get("heartbeat_at")), int(beat))),
+                    processed=_int(h.get("processed")), failed=_int(h.get("failed")),
+                    current=[] if h.get("state") == "gone" else current,  # taken back: it runs nothing now
+                    gone_at=ms_to_datetime(h.get("gone_at")), gone_reason=h.get("gone_reason", ""),
+                    jobs_taken_back=_int(h.get("jobs_taken_back")),
                 )
             )  # fmt: skip
         return out
