@@ -19,6 +19,7 @@ from django.utils import timezone
 from jobconsole.core import JobNotFound, JobState
 from jobconsole.core.job import Job as LiveJob
 from jobconsole.core.job import ms_to_datetime
+from jobconsole.core.states import STATES
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog
 from jobconsole.models import Job as JobRow
@@ -237,7 +238,7 @@ def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
             detail = ", ".join(f"{k} {v}" for k, v in extras.items())
             what = event.name.replace("_", " ").capitalize()
             moments.append(Moment(_script_time(event.at, starts), what, detail, "stream", rank=STREAM))
-    if job.run_at and job.state in (JobState.SCHEDULED, JobState.RETRYING):
+    if job.run_at and job.state in STATES and STATES[JobState(job.state)].zset == "scheduled":
         moments.append(Moment(job.run_at, "Due", "runs once a worker is free after this", "job", "warn", DUE))
     records = AuditLog.objects.filter(job_ids__icontains=job.id).order_by("-at")[:AUDIT_ROWS]
     for record in records:

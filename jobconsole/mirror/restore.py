@@ -53,7 +53,7 @@ def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> Restore
             JobSpec(
                 task=row.task, params=params, id=row.id, queue=row.queue, priority=row.priority,
                 max_retries=row.max_retries, unique_key=row.unique_key or None,
-                run_at=later if row.state in (JobState.SCHEDULED, JobState.RETRYING) else None,
+                run_at=later if STATES[JobState(row.state)].zset == "scheduled" else None,
             )
         )  # fmt: skip
     valid: list[JobSpec] = []

@@ -18,7 +18,7 @@ from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.queries.base import Reader
 from jobconsole.core.queries.queues import Queues
-from jobconsole.core.states import JobState
+from jobconsole.core.states import STATES, JobState
 from jobconsole.core.store import Store
 
 PAGE_MAX = 1000
@@ -49,8 +49,8 @@ class TimedPage:
 # retries waiting for their backoff) or "running" (lease deadline).
 type TimedSet = Literal["scheduled", "running"]
 _TIMED_STATES: dict[str, frozenset[JobState]] = {
-    "scheduled": frozenset({JobState.SCHEDULED, JobState.RETRYING}),
-    "running": frozenset({JobState.RUNNING}),
+    kind: frozenset(s for s, info in STATES.items() if info.zset == zset)
+    for kind, zset in (("scheduled", "scheduled"), ("running", "active"))
 }
 
 # An entry of a timed set across queues, in the order pages list them: (score, queue, member).
