@@ -82,12 +82,13 @@ class WorkerInfo:
     queues: list[str]
     concurrency: int
     active_threads: int
-    state: str  # 'running' or 'stopping'; 'gone' when its registry hash expired (it died)
+    state: str  # 'running', 'quiet' or 'stopping'; 'gone' when its registry hash expired (it died)
     started_at: datetime | None
     heartbeat_at: datetime | None
     processed: int
     failed: int
     current: list[dict[str, Any]] = field(default_factory=list)  # the jobs it runs: id, queue, task, attempt
+    control: str = ""  # an operator's 'quiet' or 'stop' not necessarily acted on yet (worker_control.lua)
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,6 +597,7 @@ class Queries:
                     started_at=ms_to_datetime(h.get("started_at")),
                     heartbeat_at=ms_to_datetime(h.get("heartbeat_at") or int(beat)),
                     processed=_int(h.get("processed")), failed=_int(h.get("failed")), current=current,
+                    control=h.get("control", ""),
                 )
             )  # fmt: skip
         return out

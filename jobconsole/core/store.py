@@ -432,12 +432,23 @@ class Store:
         options = [item for pair in task_options.items() for item in pair]
         self.run(Call("announce", _fill("announce", None, {}), [len(queues), *queues, *options], _int))
 
-    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> None:
+    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> str:
+        """Write the worker's registry entry; returns the operator's control of it ('quiet', 'stop' or '')."""
         fields = [item for pair in info.items() for item in pair]
         named = {"worker": keys.worker_key(worker_id)}
-        self.run(
-            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _int)
+        return self.run(
+            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _str)
         )
+
+    def control_worker_call(self, worker_id: str, action: str) -> Call[str]:
+        """An operator's 'quiet', 'stop' or 'resume' of a live worker (worker_control.lua): 'done', 'already' or
+        'missing'."""
+        named = {"worker": keys.worker_key(worker_id)}
+        return Call("worker_control", _fill("worker_control", None, named), [action], _str)
+
+    def clear_worker_control(self, worker_id: str) -> None:
+        """A worker starting under a name an earlier process used: that process's quiet or stop is not for it."""
+        self.redis.hdel(keys.worker_key(worker_id), "control")
 
     def unregister_worker(self, worker_id: str) -> None:
         # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.

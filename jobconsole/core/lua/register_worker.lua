@@ -1,5 +1,7 @@
 #!lua flags=allow-oom
 -- Write a worker's entry in the registry: its hash (expiring unless renewed) and its heartbeat in the index.
+-- Returns the operator's control of the worker ('quiet', 'stop' or ''; worker_control.lua), so that reading it
+-- costs the worker no command of its own.
 -- Allowed while Redis is full: one bounded hash per worker, and operators need the list of workers most
 -- when Redis is in trouble.
 -- KEYS: worker workers
@@ -7,4 +9,4 @@
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return 1
+return redis.call('HGET', KEYS[1], 'control') or ''

@@ -22,6 +22,7 @@ from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import ThreadPacer, threads_cpu_clock
 from jobconsole.core.worker.clock import RedisClock
+from jobconsole.core.worker.control import Controls
 from jobconsole.core.worker.exchange import PREFETCH_BELOW_MS, Exchange
 from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.heartbeats import Heartbeats
@@ -101,6 +102,7 @@ class Worker:
         self._dispatcher_ident: int | None = None  # the thread that calls run()
         self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
         self._stop = StopRequests()
+        self.controls = Controls(self._stop, self.id)  # an operator's quiet or stop (core/worker/control.py)
         self.clock = RedisClock(self.store)
         self.groups = GroupClaims(
             self.store, self.identity, self.running, self._start_leased, lease_ms=group_slot_lease_ms(self.registry)
@@ -117,7 +119,7 @@ class Worker:
         )  # fmt: skip
         self.registration = Registration(
             self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,
-            self.exchange, self._stop, concurrency=concurrency,
+            self.exchange, self._stop, self.controls, concurrency=concurrency,
         )  # fmt: skip
         self.idle = IdleWait(
             self.store, self.identity, self.queues, self.running, self._results, self._threads, self.launcher,
@@ -189,17 +191,23 @@ class Worker:
     def _dispatch_loop(self) -> None:
         """Report, claim and wait in turn until stopped, out of work (burst) or done with --max-tasks."""
         exchange, idle, shutdown, stop, running = self.exchange, self.idle, self.shutdown, self._stop, self.running
+        controls = self.controls
         backoff = 0.1
         while True:
             try:
                 exchange.collect()
                 self._pace()
                 if stop.count:
+                    controls.leave_idle(exchange)
                     exchange.report_and_claim(0)
                     if shutdown.step():
                         return
                     exchange.wait_for_results(0.1)
                     continue
+                if controls.quiet:
+                    controls.quiet_step(exchange, self.registration.renew)
+                    continue
+                controls.resumed()
                 if exchange.orphans_possible:
                     exchange.release_orphans()
                 free = exchange.gather()

@@ -13,6 +13,7 @@ from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry
 from jobconsole.core.worker.clock import RedisClock
+from jobconsole.core.worker.control import Controls
 from jobconsole.core.worker.stop import StopRequests
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Registration:
         threads: TaskThreads,
         exchange: "Exchange",
         stop: StopRequests,
+        controls: Controls,
         *,
         concurrency: int,
     ) -> None:
@@ -50,6 +52,7 @@ class Registration:
         self._threads = threads
         self._exchange = exchange
         self._stop = stop
+        self._controls = controls
         self._concurrency = concurrency
         self.started_at_ms = 0  # Redis time, set by start()
 
@@ -59,6 +62,7 @@ class Registration:
         while True:
             try:
                 self._store.clear_inboxes(worker_id, self._queues)
+                self._store.clear_worker_control(worker_id)
                 self._store.load_scripts()
                 self._store.announce(self._queues, self._tasks.options_json())
                 self.started_at_ms = self._clock.now_ms()
@@ -82,7 +86,7 @@ class Registration:
              "running_s": round(time.monotonic() - j.started, 3)}
             for j in list(self._running.values())
         ]  # fmt: skip
-        state = "stopping" if self._stop.count else "running"
+        state = "stopping" if self._stop.count else "quiet" if self._controls.quiet_now else "running"
         now_ms = self._clock.now_ms()
         identity, exchange = self._identity, self._exchange
         info: dict[str, Arg] = {
@@ -91,7 +95,9 @@ class Registration:
             "started_at": self.started_at_ms, "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": exchange.processed, "failed": exchange.failed,
         }  # fmt: skip
-        self._store.register_worker(identity.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
+        control = self._store.register_worker(identity.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
+        if self._controls.apply(control):
+            self.renew()  # the registry shows the new state now, not a renewal later
 
     def remove(self) -> None:
         """Leave the registry (on the way out)."""
