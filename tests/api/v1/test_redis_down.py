@@ -16,7 +16,15 @@ from tests.redis_server import free_port
 pytestmark = pytest.mark.django_db
 
 ID = "01JCZ4Y1V6Q2J8M3N4P5R6S7T8"
-PATH_VALUES = {"job_id": ID, "queue": "apitest", "operation_id": "1", "group": "payments", "name": "nightly"}
+PATH_VALUES = {
+    "job_id": ID,
+    "queue": "apitest",
+    "operation_id": "1",
+    "group": "payments",
+    "name": "nightly",
+    "worker": "h:1:abc",
+    "host": "h",
+}
 # The required query parameters of the operations that have some.
 QUERIES = {"find_unique": "?queue=apitest&key=k", "delete_unique": "?queue=apitest&key=k"}
 # A valid request body for each operation that takes one (any other gets none).
@@ -28,6 +36,8 @@ BODIES: dict[str, Any] = {
     "purge_dead_letters": {"filter": {}},
     "define_group": {"connections": 2},
     "set_queue_limit": {"limit": 2},
+    "control_worker": {"action": "quiet"},
+    "control_host": {"action": "quiet"},
 }
 
 
