@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from dashboards.operator_time import each_in_operator_zone
 from dashboards.views import (
+    alarms,
     assets,
     audit,
     bulk,
@@ -22,6 +23,9 @@ from dashboards.views import (
 app_name = "dashboards"
 urlpatterns = [
     path("", overview.overview, name="overview"),
+    path("alarms/", alarms.alarm_list, name="alarms"),
+    path("alarms/silence", alarms.alarm_silence, name="alarm_silence"),
+    path("alarms/lift", alarms.alarm_lift, name="alarm_lift"),
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<str:name>/", queues.queue_detail, name="queue"),
     path("queues/<str:name>/pause", queues.queue_pause, name="queue_pause"),

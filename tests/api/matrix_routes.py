@@ -129,6 +129,12 @@ class World:
 
         return str(self._once("worker", make))
 
+    def silence(self) -> None:
+        """A silence in force of the alarm delay:apitest: (jobconsole/alarms.py)."""
+        from jobconsole.alarms import silence
+
+        self._once("silence", lambda: silence("matrix", "delay:apitest:", "1h", "known"))
+
     def group(self) -> str:
         """The concurrency group "payments", defined."""
         get_client().define_group(Group("payments", connections=2))
@@ -545,6 +551,10 @@ ROWS: list[Row] = [
         check=shows(waiting, to=OWNERS, not_to=OTHERS), note="choice: a job list of one queue, like task-list"),
     # --- the console ---
     Row("GET", "/", get("/"), page()),
+    Row("GET", "/alarms/", get("/alarms/"), page()),
+    Row("POST", "/alarms/silence", form("/alarms/silence", {"alarm": "delay:apitest:", "duration": "1h",
+                                                           "reason": "known"}), action()),
+    Row("POST", "/alarms/lift", form("/alarms/lift", {"alarm": "delay:apitest:"}, lambda w: w.silence()), action()),
     Row("GET", "/queues/", get("/queues/"), page()),
     Row("GET", "/queues/<str:name>/", get("/queues/apitest/", waiting), page()),
     Row("POST", "/queues/<str:name>/pause", form("/queues/apitest/pause", {"action": "pause"}, waiting), action()),
