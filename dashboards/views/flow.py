@@ -93,9 +93,9 @@ def _refused(request: HttpRequest, exc: ControlError, form: dict[str, Any]) -> H
 @require_POST
 @operate_required("queue")
 def flow_queue_limit(request: HttpRequest) -> HttpResponse:
-    """Set a queue's limit (blank: lift it); audited."""
+    """Set a queue's limit (blank, or the Lift button: lift it); audited."""
     queue = request.POST.get("queue", "")
-    raw = request.POST.get("limit", "").strip()
+    raw = "" if request.POST.get("lift") else request.POST.get("limit", "").strip()
     try:
         limit = None if raw == "" else whole(raw, f"The limit of {queue}", minimum=1)
         set_queue_limit(request.user, queue, limit, reason=request.POST.get("reason", ""))

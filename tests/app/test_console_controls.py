@@ -99,7 +99,7 @@ def test_limits_are_edited_audited_and_shown_beside_the_settings(client, r, sett
     assert (group.connections, group.requests, group.period_ms) == (5, 100, 60_000)
     page = operator.get("/flow/").content.decode()
     assert "100 a minute" in page and "2 at once, 10 a second" in page  # the live value and the settings' value
-    operator.post("/flow/limit", {"queue": "examples.echo", "limit": ""})  # blank: lifted
+    operator.post("/flow/limit", {"queue": "examples.echo", "limit": "6", "lift": "1"})  # the Lift button
     assert client.queries.flow_control().queue_limits == {}
     assert "lifted at run time" in operator.get("/flow/").content.decode()
     records = list(AuditLog.objects.order_by("at").values_list("action", "queue", "detail", "reason"))
