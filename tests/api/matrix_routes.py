@@ -433,6 +433,14 @@ ROWS: list[Row] = [
     Row("GET", f"{V}/flow", get(f"{V}/flow"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("PUT", f"{V}/groups/<str:group>", send("PUT", f"{V}/groups/payments", {"connections": 2}),
         v1(200, submit=403, read=403, limited=403, limited_in=403)),
+    # --- /api/v1: alarms (the health spans every queue: not for a limited token) ---
+    Row("GET", f"{V}/alarms", get(f"{V}/alarms"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
+    Row("POST", f"{V}/alarms/silence",
+        send("POST", f"{V}/alarms/silence", {"alarm": "delay:apitest:", "for": "1h", "reason": "known"}),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
+    Row("POST", f"{V}/alarms/lift",
+        send("POST", f"{V}/alarms/lift", {"alarm": "delay:apitest:"}, lambda w: w.silence()),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: schedules ---
     Row("GET", f"{V}/schedules", get(f"{V}/schedules"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("GET", f"{V}/schedules/<str:name>", get(lambda w: f"{V}/schedules/{w.schedule()}"),

@@ -38,6 +38,8 @@ BODIES: dict[str, Any] = {
     "set_queue_limit": {"limit": 2},
     "control_worker": {"action": "quiet"},
     "control_host": {"action": "quiet"},
+    "silence_alarm": {"alarm": "delay:apitest:", "for": "1h", "reason": "known"},
+    "lift_silence": {"alarm": "delay:apitest:"},
 }
 
 
