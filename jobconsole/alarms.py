@@ -5,14 +5,15 @@ comes back by itself if the problem is still there. Silences live in the databas
 `silence_alarm` and `lift_silence`.
 
 An alarm is a health reason (health.py) named by its rule, queue and task: `delay:emails:`,
-`failure_rate:emails:myapp.send`. A silence "until resolved" ends the first time a health check finds its alarm
-gone; one for a time ends at its time."""
+`failure_rate:emails:myapp.send`; or a degraded finding of the service's mirror or workers (service_health.py):
+`service:workers:emails`, `service:mirror:`. A silence "until resolved" ends the first time a check of its kind
+finds its alarm gone; one for a time ends at its time."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import Error as DatabaseError  # InterfaceError too: a dropped connection
 from django.utils import timezone
@@ -23,6 +24,7 @@ from jobconsole.models import AlarmSilence
 
 if TYPE_CHECKING:
     from jobconsole.health import Reason
+    from jobconsole.service_health import Finding
 
 log = logging.getLogger("jobconsole.alarms")
 
@@ -36,21 +38,39 @@ DURATIONS: dict[str, timedelta | None] = {
 DURATION_LABELS = {"1h": "1 hour", "4h": "4 hours", "1d": "1 day", "resolved": "until it clears"}
 
 
+SERVICE = "service:"  # the keys of the service's findings
+
+
 def key_of(reason: "Reason") -> str:
     """The alarm a health reason raises: its rule, queue and task (a level change keeps the same alarm)."""
     return f"{reason.rule}:{reason.queue}:{reason.task or ''}"
 
 
+def finding_key(finding: "Finding") -> str:
+    """The alarm a service finding raises: its component and subject (the queue of a workers finding)."""
+    return f"{SERVICE}{finding.component}:{finding.subject}"
+
+
 @dataclass(frozen=True, slots=True)
 class Silenced:
-    """An alarm that is there, silenced."""
+    """An alarm that is there, silenced: a health `Reason` or a service `Finding`."""
 
-    reason: "Reason"
+    reason: Any
     silence: AlarmSilence
 
     @property
     def key(self) -> str:
         return self.silence.key
+
+    @property
+    def message(self) -> str:
+        return str(getattr(self.reason, "message", None) or getattr(self.reason, "reason", ""))
+
+    @property
+    def level(self) -> str:
+        """red or yellow, as the alarm would shout."""
+        level = getattr(self.reason, "level", None)
+        return str(level.label if level is not None else self.reason.severity.level.label)
 
 
 def active(now: datetime | None = None) -> dict[str, AlarmSilence]:
@@ -60,14 +80,24 @@ def active(now: datetime | None = None) -> dict[str, AlarmSilence]:
     return {row.key: row for row in rows}
 
 
-def split(reasons: Iterable["Reason"], now: datetime | None = None) -> tuple[list["Reason"], list[Silenced]]:
-    """The reasons that shout and the silenced ones; a silence until resolved whose alarm is gone ends now. With
-    the database away, every reason shouts (a health check must not fail for want of its silences)."""
+def split[T](
+    reasons: Iterable[T],
+    now: datetime | None = None,
+    *,
+    key: Callable[[T], str] | None = None,
+    service: bool = False,
+    resolve: bool = True,
+) -> tuple[list[T], list[Silenced]]:
+    """The alarms that shout and the silenced ones (health reasons, or with `service` the service's findings and
+        `key` finding_key); a silence until resolved of that kind whose alarm is gone ends now. With the database
+        away, every alarm shouts (a health check must not fail for want of its silences). `resolve=False`: a check of
+    part of the queues, which ends no silence."""
     reasons = list(reasons)
+    name_of = key if key is not None else cast(Callable[[T], str], key_of)  # health reasons by default
     try:
-        silences = active(now)
-        present = {key_of(r) for r in reasons}
-        cleared = [s.pk for key, s in silences.items() if s.until is None and key not in present]
+        silences = {k: s for k, s in active(now).items() if k.startswith(SERVICE) == service}
+        present = {name_of(r) for r in reasons}
+        cleared = [s.pk for name, s in silences.items() if resolve and s.until is None and name not in present]
         if cleared:
             AlarmSilence.objects.filter(pk__in=cleared, ended_at__isnull=True).update(
                 ended_at=timezone.now(), ended_why="the alarm cleared"
@@ -75,8 +105,8 @@ def split(reasons: Iterable["Reason"], now: datetime | None = None) -> tuple[lis
     except DatabaseError as exc:
         log.warning("alarm silences unreadable (%s): every alarm shows", exc)
         return reasons, []
-    loud = [r for r in reasons if key_of(r) not in silences]
-    quiet = [Silenced(r, silences[key_of(r)]) for r in reasons if key_of(r) in silences]
+    loud = [r for r in reasons if name_of(r) not in silences]
+    quiet = [Silenced(r, silences[name_of(r)]) for r in reasons if name_of(r) in silences]
     return loud, quiet
 
 

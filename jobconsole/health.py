@@ -190,7 +190,7 @@ def check(queues: Sequence[str] | None = None, *, queries: Queries | None = None
     if silences:
         from jobconsole import alarms  # it imports this module's types
 
-        reasons, silenced = alarms.split(reasons)
+        reasons, silenced = alarms.split(reasons, resolve=queues is None)
         if silenced:
             results = [_without_silenced(q, reasons) for q in results]
     level = max((r.level for r in reasons), default=Level.GREEN)

@@ -1,5 +1,6 @@
-"""Alarms: the health reasons now (each shouting or silenced, with who, why and until when), silencing one for a
-time or until it clears, lifting a silence early; the recent silences. Silences: jobconsole/alarms.py."""
+"""Alarms: the health's reasons and the service's degraded mirror and workers findings now (each shouting or
+silenced, with who, why and until when), silencing one for a time or until it clears, lifting a silence early;
+the recent silences. Silences: jobconsole/alarms.py."""
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -8,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from dashboards.permissions import operate_required, view_required
 from dashboards.rendering import page
-from jobconsole import alarms, health
+from jobconsole import alarms, health, service_health
 from jobconsole.controls import ControlError
 from jobconsole.models import AlarmSilence
 
@@ -22,9 +23,20 @@ def alarm_list(request: HttpRequest) -> HttpResponse:
 
 def _page(request: HttpRequest, status: int = 200) -> HttpResponse:
     state = health.check()
+    service = service_health.check(queues=state.queues)
+    loud = [{"key": alarms.key_of(r), "level": r.level.label, "message": r.message} for r in state.reasons]
+    loud += [
+        {"key": alarms.finding_key(f), "level": f.severity.level.label, "message": f"{f.label}: {f.reason}"}
+        for f in service.problems
+        if f.component in service_health.SILENCEABLE and f.severity is service_health.Severity.DEGRADED
+    ]
+    unsilenceable = [f for f in service.problems if f.component not in service_health.SILENCEABLE or f.severity
+                     is not service_health.Severity.DEGRADED]  # fmt: skip
     context = {
         "health": state,
-        "loud": [(alarms.key_of(r), r) for r in state.reasons],
+        "loud": loud,
+        "silenced": [*state.silenced, *service.silenced],
+        "unsilenceable": unsilenceable,
         "durations": alarms.DURATION_LABELS,
         "recent": AlarmSilence.objects.order_by("-created_at")[:RECENT],
     }

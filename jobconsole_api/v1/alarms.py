@@ -1,11 +1,12 @@
-"""Alarms: the health's reasons now, each shouting or silenced (who, why, until), and silencing one for a time or
-until it clears, or lifting a silence (audited; jobconsole/alarms.py)."""
+"""Alarms: the health's reasons and the service's degraded mirror and workers findings now, each shouting or
+silenced (who, why, until), and silencing one for a time or until it clears, or lifting a silence (audited;
+jobconsole/alarms.py)."""
 
 from typing import Any
 
 from django.db import transaction
 
-from jobconsole import alarms, health
+from jobconsole import alarms, health, service_health
 from jobconsole.controls import ControlError
 from jobconsole.engine import get_client
 from jobconsole.models import AlarmSilence
@@ -27,7 +28,12 @@ ALARM = obj(
      "silenced": nullable(SILENCE)},
     ("alarm", "level", "message", "silenced"),
 )  # fmt: skip
-ALARMS = obj({"level": string(enum=["green", "yellow", "red"]), "items": array(ALARM)}, ("level", "items"))
+ALARMS = obj(
+    {"level": string("the queues' health", enum=["green", "yellow", "red"]),
+     "service": string("the service's: Redis, the database, the mirror, the workers", enum=["ok", "degraded", "down"]),
+     "items": array(ALARM)},
+    ("level", "service", "items"),
+)  # fmt: skip
 
 
 def _silence(row: AlarmSilence) -> dict[str, Any]:
@@ -42,10 +48,25 @@ def _alarm(reason: health.Reason, silence: AlarmSilence | None) -> dict[str, Any
     }  # fmt: skip
 
 
+def _finding(finding: service_health.Finding, silence: AlarmSilence | None) -> dict[str, Any]:
+    return {
+        "alarm": alarms.finding_key(finding), "level": finding.severity.level.label, "rule": finding.component,
+        "queue": finding.subject, "task": None, "message": f"{finding.label}: {finding.reason}",
+        "silenced": None if silence is None else _silence(silence),
+    }  # fmt: skip
+
+
 def _alarms() -> dict[str, Any]:
     state = health.check()
+    service = service_health.check(queues=state.queues)
     items = [_alarm(r, None) for r in state.reasons] + [_alarm(s.reason, s.silence) for s in state.silenced]
-    return {"level": state.status, "items": items}
+    items += [
+        _finding(f, None)
+        for f in service.problems
+        if f.component in service_health.SILENCEABLE and f.severity is service_health.Severity.DEGRADED
+    ]
+    items += [_finding(s.reason, s.silence) for s in service.silenced]
+    return {"level": state.status, "service": service.status, "items": items}
 
 
 @operation(

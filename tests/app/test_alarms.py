@@ -95,3 +95,30 @@ def test_without_the_database_every_alarm_shows(client, r, monkeypatch):
 
     monkeypatch.setattr(alarms, "active", broken)
     assert check(queries=client.queries).level is Level.RED
+
+
+def test_a_workers_finding_is_silenced_until_it_clears_and_a_quiet_worker_is_named(client, r):
+    from jobconsole import service_health
+    from jobconsole.core.store import Store
+
+    client.enqueue("examples.echo", {}, queue="emails")
+    now_ms = client.queries.now_ms()
+    Store(r).register_worker("h:1:q", ttl_s=30, now_ms=now_ms, info={
+        "host": "h", "queues": "emails", "concurrency": 2, "state": "quiet", "heartbeat_at": now_ms})  # fmt: skip
+    [degraded] = service_health.check().problems
+    assert degraded.reason == ("queue 'emails' has 1 waiting job and no live worker serves it (1 quiet worker: an "
+                               "operator's; resume one on the Workers page).")  # fmt: skip
+    operator = web(*OPERATE)
+    page = operator.get("/alarms/").content.decode()
+    assert "service:workers:emails" in page
+    operator.post("/alarms/silence", {"alarm": "service:workers:emails", "duration": "resolved", "reason": "drain"})
+    result = service_health.check()
+    assert result.severity is service_health.Severity.OK and result.problems == []
+    [silenced] = result.silenced
+    assert silenced.key == "service:workers:emails" and silenced.level == "yellow"
+    overview = operator.get("/").content.decode()
+    assert 'id="service-health"' not in overview and "Silenced: queue &#x27;emails&#x27; has 1 waiting" in overview
+    assert service_health.check(service_health.PROBE).silenced == []  # a probe neither applies nor ends them
+    Store(r).register_worker("h:1:q", ttl_s=30, now_ms=now_ms, info={"state": "running"})  # resumed: served again
+    assert service_health.check().severity is service_health.Severity.OK
+    assert AlarmSilence.objects.get().ended_why == "the alarm cleared"

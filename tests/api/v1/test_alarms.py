@@ -14,14 +14,15 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 def test_silence_and_lift_an_alarm(operator: Api, client: Any, r: Any) -> None:
     waiting_since(client, r, "q", 900)
     listed = operator.get("/alarms").json()
-    assert listed["level"] == "red"
-    [alarm] = listed["items"]
+    assert listed["level"] == "red" and listed["service"] == "degraded"  # and no worker serves q
+    assert [a["alarm"] for a in listed["items"]] == ["delay:q:", "service:workers:q"]
+    [alarm, _] = listed["items"]
     assert (alarm["alarm"], alarm["level"], alarm["silenced"]) == ("delay:q:", "red", None)
     done = operator.post("/alarms/silence", {"alarm": "delay:q:", "for": "4h", "reason": "known backlog"})
     assert done.status_code == 200, done.content
     body = done.json()
     assert body["level"] == "green"
-    [alarm] = body["items"]
+    [alarm, _] = body["items"]
     assert alarm["silenced"]["actor"] == "api:ops" and alarm["silenced"]["reason"] == "known backlog"
     assert alarm["silenced"]["until"].endswith("Z")
     lifted = operator.post("/alarms/lift", {"alarm": "delay:q:"}).json()
