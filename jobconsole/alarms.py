@@ -64,7 +64,9 @@ class Silenced:
 
     @property
     def message(self) -> str:
-        return str(getattr(self.reason, "message", None) or getattr(self.reason, "reason", ""))
+        if hasattr(self.reason, "message"):
+            return str(self.reason.message)
+        return f"{self.reason.label}: {self.reason.reason}"  # a service finding, named by its component
 
     @property
     def level(self) -> str:

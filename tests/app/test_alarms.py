@@ -117,7 +117,8 @@ def test_a_workers_finding_is_silenced_until_it_clears_and_a_quiet_worker_is_nam
     [silenced] = result.silenced
     assert silenced.key == "service:workers:emails" and silenced.level == "yellow"
     overview = operator.get("/").content.decode()
-    assert 'id="service-health"' not in overview and "Silenced: queue &#x27;emails&#x27; has 1 waiting" in overview
+    assert 'id="service-health"' not in overview
+    assert "Silenced: Workers: queue &#x27;emails&#x27; has 1 waiting" in overview
     assert service_health.check(service_health.PROBE).silenced == []  # a probe neither applies nor ends them
     Store(r).register_worker("h:1:q", ttl_s=30, now_ms=now_ms, info={"state": "running"})  # resumed: served again
     assert service_health.check().severity is service_health.Severity.OK

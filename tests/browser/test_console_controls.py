@@ -88,3 +88,34 @@ def test_quiet_and_stop_a_worker_and_edit_a_limit_from_the_console(
     )
     assert client.queries.flow_control().queue_limits == {}
     operator.assert_no_browser_errors()
+
+
+def test_an_alarm_silenced_in_the_console_stops_shouting_and_comes_back_when_lifted(
+    operator: Visitor, console_server: LiveConsole
+) -> None:
+    client = console_server.client
+    client.enqueue(QUEUE, {"seconds": 0})  # waits with no worker: the service's workers finding is degraded
+    operator.visit("/", "overview-degraded")
+    assert operator.page.locator("#service-health").count() == 1
+    operator.visit("/alarms/", "alarms-before")
+    form = operator.page.locator(f"form[aria-label='Silence service:workers:{QUEUE}']")
+    form.locator("select[name=duration]").select_option("1h")
+    form.locator("input[name=reason]").fill("no workers on purpose: maintenance window")
+    operator.flush()
+    form.locator("button").click()
+    operator.page.wait_for_load_state("networkidle")
+    operator.screenshot("alarms-silenced")
+    assert "Alarm silenced for 1 hour" in operator.page.locator(".messages").inner_text()
+    row = operator.page.locator("tr.is-silenced").inner_text()
+    assert "silenced" in row and "operator" in row and "maintenance window" in row
+    operator.visit("/", "overview-silenced")
+    assert operator.page.locator("#service-health").count() == 0  # the banner no longer shouts
+    assert "maintenance window" in operator.page.locator(".reasons.silenced").inner_text()
+    asked = accept_dialogs(operator)
+    operator.visit("/alarms/")
+    operator.click("button:has-text('Lift silence')", "alarms-lifted")
+    assert asked == ["Lift this silence? The alarm counts again at once."]
+    operator.visit("/", "overview-back")
+    assert operator.page.locator("#service-health").count() == 1
+    assert AuditLog.objects.filter(action__in=["silence_alarm", "lift_silence"]).count() == 2
+    operator.assert_no_browser_errors()
