@@ -139,3 +139,12 @@ def test_a_bad_limit_changes_nothing_and_says_why(client, r, url, form, status, 
     assert flow.queue_limits == {"examples.echo": 4} and [(g.name, g.connections) for g in flow.groups] == [
         ("payments", 2)]  # fmt: skip
     assert not AuditLog.objects.exists()
+
+
+def test_a_queue_served_only_by_quiet_workers_shows_no_workers(client, r):
+    client.enqueue("examples.echo", {"x": 1})
+    _register(client, "h1:7:aaaaaa", "h1", running=0)
+    client.control_workers(["h1:7:aaaaaa"], "quiet")
+    client.store.register_worker("h1:7:aaaaaa", ttl_s=60, now_ms=client.store.time_ms(), info={"state": "quiet"})
+    page = web(*VIEW).get("/queues/").content.decode()
+    assert "no workers" in page and "1 quiet" in page
