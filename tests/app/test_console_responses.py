@@ -40,6 +40,7 @@ def test_every_console_url_answers_no_store(client):
         "dead_letters": {}, "dead_letters_export": {"fmt": "csv"}, "workers": {}, "flow": {}, "tasks": {},
         "task": {"name": "examples.echo"}, "audit": {}, "bulk_list": {}, "bulk_preview": {}, "bulk_confirm": {},
         "bulk_detail": pk, "bulk_progress": pk, "bulk_cancel": pk, "bulk_resume": pk, "healthz": {},
+        "alarms": {}, "alarm_silence": {}, "alarm_lift": {}, "worker_control": {}, "flow_limit": {}, "flow_group": {},
     }  # fmt: skip
     # The one exception: plotly.js, a public static file whose URL names its version, is kept a year.
     static = {"plotly": {"version": PLOTLY_VERSION}}
