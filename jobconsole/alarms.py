@@ -10,6 +10,7 @@ An alarm is a health reason (health.py) named by its rule, queue and task: `dela
 finds its alarm gone; one for a time ends at its time."""
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,6 +40,11 @@ DURATION_LABELS = {"1h": "1 hour", "4h": "4 hours", "1d": "1 day", "resolved": "
 
 
 SERVICE = "service:"  # the keys of the service's findings
+# rule:queue:task or service:component:subject; the API's schema too, so written to read the same in Python and
+# in ECMAScript (no \s, whose sets differ); no NUL, which PostgreSQL's text refuses.
+ALARM_PATTERN = r"^[^:\x00]+:[^:\x00]*:[^\x00]*$"
+REASON_PATTERN = r"[^ \t\n\r]"  # some text besides spaces
+ALARM_MAX = 300
 
 
 def key_of(reason: "Reason") -> str:
@@ -116,12 +122,11 @@ def silence(user: Actor, key: str, duration: str, reason: str, *, label: str = "
     """Silence the alarm `key` for `duration` (DURATIONS) with a reason; replaces a silence already in force."""
     if duration not in DURATIONS:
         raise ControlError(f"Unknown length {duration[:40]!r}: choose {', '.join(DURATIONS)}.")
-    reason = reason.strip()
+    reason = reason.strip(" \t\n\r")
     if not reason:
         raise ControlError("Say why the alarm is silenced: the reason is shown beside it and kept in the audit log.")
-    key = key.strip()
-    if not key or len(key) > 300 or key.count(":") < 2:
-        raise ControlError(f"Unknown alarm {key[:100]!r}.")
+    if len(key) > ALARM_MAX or not re.search(ALARM_PATTERN, key):
+        raise ControlError(f"Unknown alarm {key[:100]!r}: an alarm is named rule:queue:task or service:part:queue.")
     length = DURATIONS[duration]
     now = timezone.now()
     actor = _actor(user)

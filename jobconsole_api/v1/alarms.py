@@ -16,7 +16,11 @@ from jobconsole_api.v1.routing import Call, Reply, Response, operation
 from jobconsole_api.v1.schema import array, nullable, number, obj, string
 from jobconsole_api.v1.shapes import iso
 
-KEY = string("the alarm: rule:queue:task, e.g. delay:emails: or failure_rate:emails:myapp.send", maxLength=300)
+KEY = string(
+    "the alarm: rule:queue:task, e.g. delay:emails: or failure_rate:emails:myapp.send",
+    pattern=alarms.ALARM_PATTERN,
+    maxLength=alarms.ALARM_MAX,
+)
 SILENCE = obj(
     {"actor": string(), "reason": string(), "since": string(format="date-time"),
      "until": nullable(string(format="date-time", description="null: until the alarm clears"))},
@@ -83,7 +87,7 @@ def list_alarms(call: Call) -> Reply:
 @operation(
     "POST", "/alarms/silence", operation_id="silence_alarm", summary="Silence an alarm", tag="alarms",
     body=obj({"alarm": KEY, "for": string("how long", enum=list(alarms.DURATIONS)),
-              "reason": string("why (shown beside the alarm, kept in the audit log)", minLength=1,
+              "reason": string("why (shown beside the alarm, kept in the audit log)", pattern=alarms.REASON_PATTERN,
                                maxLength=MAX_REASON)}, ("alarm", "for", "reason")),
     responses={200: Response("Every alarm as it is now.", ALARMS), 400: Response("A bad alarm or reason.")},
 )  # fmt: skip

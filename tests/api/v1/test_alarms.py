@@ -35,9 +35,7 @@ def test_bad_silences_are_refused_and_change_nothing(operator: Api, client: Any,
     waiting_since(client, r, "q", 900)
     problem(operator.post("/alarms/silence", {"alarm": "delay:q:", "for": "1w", "reason": "x"}), 422)
     problem(operator.post("/alarms/silence", {"alarm": "delay:q:", "for": "1h", "reason": ""}), 422)
-    assert "Say why" in problem(operator.post("/alarms/silence", {"alarm": "delay:q:", "for": "1h", "reason": " "}),
-                                400)["detail"]  # fmt: skip
-    assert "Unknown alarm" in problem(operator.post("/alarms/silence", {"alarm": "x", "for": "1h", "reason": "y"}),
-                                      400)["detail"]  # fmt: skip
+    problem(operator.post("/alarms/silence", {"alarm": "delay:q:", "for": "1h", "reason": " "}), 422)
+    problem(operator.post("/alarms/silence", {"alarm": "x", "for": "1h", "reason": "y"}), 422)  # not rule:queue:task
     problem(operator.post("/alarms/lift", {"alarm": "delay:q:"}), 404)
     assert not AlarmSilence.objects.exists() and not AuditLog.objects.exists()
