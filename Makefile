@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run test bootstrap bootstrap-dev lint typecheck djangochecks pytest test-db chaos bench clean
+.PHONY: run test bootstrap bootstrap-dev lint typecheck djangochecks pytest test-db test-compat chaos bench clean
 
 # The settings refuse to start without a SECRET_KEY when DEBUG is off; tools that only read them get a dummy.
 TOOL_ENV := SECRET_KEY=tools-only-not-a-secret
@@ -48,6 +48,11 @@ pytest:
 # The database tests again, against DATABASE_URL (CI points it at PostgreSQL; each worker gets test_<name>_gwN).
 test-db: bootstrap-dev
 	PY=$(PY) scripts/pytest_passes.sh db $(PYTEST_ARGS)
+
+# The other supported Python and Django versions (scripts/compat.sh: a virtualenv per leg under var/compat/;
+# CI runs it after make test). COMPAT_LEGS="3.12:6.0" runs one leg.
+test-compat: bootstrap-dev
+	scripts/compat.sh
 
 # The chaos suite at full volume (a few minutes; its quick version runs inside `make test`).
 # CHAOS_ARGS e.g. "--scenario kill_loop --seed 7 --keep".

@@ -59,7 +59,7 @@ def run(url: str, queues: list[str], args: argparse.Namespace, var: Path) -> tup
     try:
         queries = Queries(Store(r))
         deadline = time.monotonic() + 60
-        while len(queries.workers()) < args.workers or not all(r.zcard(queue_keys(q).idle) for q in queues):
+        while len(queries.workers.all()) < args.workers or not all(r.zcard(queue_keys(q).idle) for q in queues):
             if time.monotonic() > deadline:
                 raise RuntimeError("the workers did not start")
             time.sleep(0.1)
@@ -79,7 +79,7 @@ def run(url: str, queues: list[str], args: argparse.Namespace, var: Path) -> tup
         for thread in threads:
             thread.join()
         produced = time.monotonic()
-        while sum(queries.counts(q).completed for q in queues) < args.jobs:
+        while sum(queries.queues.counts(q).completed for q in queues) < args.jobs:
             if time.monotonic() > produced + 300:
                 raise RuntimeError("the jobs did not complete within 300 s")
             time.sleep(0.02)

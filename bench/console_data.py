@@ -267,7 +267,7 @@ def load(data_dir: Path, env: dict[str, str], jobs: int, dead: int, workers: int
             ),
         )
     with steps.step("materialize the intake"):
-        for queue in client.queries.queues():
+        for queue in client.queries.queues.names():
             client.materialize(queue)
 
     with steps.step(f"make {dead:,} dead letters"):
@@ -280,7 +280,7 @@ def load(data_dir: Path, env: dict[str, str], jobs: int, dead: int, workers: int
             env,
             logs / "dead-letters.log",
             client,
-            lambda: sum(client.queries.counts(q).dead for q in (PAYMENTS, IMPORTS)),
+            lambda: sum(client.queries.queues.counts(q).dead for q in (PAYMENTS, IMPORTS)),
             failing,
         )
         _lost_jobs(client, env, logs / "killed-worker.log", lost)
@@ -288,7 +288,13 @@ def load(data_dir: Path, env: dict[str, str], jobs: int, dead: int, workers: int
     with steps.step(f"complete {COMPLETED:,} jobs"):
         _enqueue(client, COMPLETED, lambda i: JobSpec(task="examples.echo", params=waiting_params(i), queue=DONE))
         _run_burst_workers(
-            [DONE], 1, env, logs / "completed.log", client, lambda: client.queries.counts(DONE).completed, COMPLETED
+            [DONE],
+            1,
+            env,
+            logs / "completed.log",
+            client,
+            lambda: client.queries.queues.counts(DONE).completed,
+            COMPLETED,
         )
 
     with steps.step(f"schedule {SCHEDULED:,} jobs"):
@@ -307,7 +313,7 @@ def load(data_dir: Path, env: dict[str, str], jobs: int, dead: int, workers: int
     with steps.step(f"write {AUDIT_RECORDS:,} audit records"):
         _audit_records(AUDIT_RECORDS)
 
-    counts = {q: client.queries.counts(q) for q in client.queries.queues()}
+    counts = {q: client.queries.queues.counts(q) for q in client.queries.queues.names()}
     log(
         "loaded: "
         + "; ".join(
@@ -390,7 +396,7 @@ def _lost_jobs(client: Any, env: dict[str, str], log_file: Path, lost: int) -> N
         log_file,
     )
     deadline = time.monotonic() + 60
-    while client.queries.counts(LOST).running + client.queries.counts(SLOW).running < concurrency:
+    while client.queries.queues.counts(LOST).running + client.queries.queues.counts(SLOW).running < concurrency:
         if worker.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the worker of the long jobs did not start them all; see {log_file}")
         time.sleep(0.2)
@@ -402,7 +408,7 @@ def _lost_jobs(client: Any, env: dict[str, str], log_file: Path, lost: int) -> N
     logging.getLogger("jobconsole.core.maintenance").setLevel(logging.ERROR)  # not a line per recovered job
     maintenance = Maintenance(get_redis(), retention=retention())
     deadline = time.monotonic() + 60  # examples.sleep has a 10 s lease
-    while client.queries.counts(LOST).dead < lost:
+    while client.queries.queues.counts(LOST).dead < lost:
         if time.monotonic() > deadline:
             raise RuntimeError("the recoverer did not dead-letter the killed worker's jobs")
         maintenance.recover(LOST)
@@ -415,7 +421,7 @@ def _mirror(client: Any, env: dict[str, str], log_file: Path) -> None:
 
     from jobconsole.models import Job
 
-    total = sum(len(client.queries.ids(q)) for q in client.queries.queues())
+    total = sum(len(client.queries.jobs.ids(q)) for q in client.queries.queues.names())
     proc = manage(["runmirror", "--burst"], env, log_file)
     with tqdm(total=total, unit="row", unit_scale=True, file=sys.stderr, leave=False) as bar:
         while proc.poll() is None:

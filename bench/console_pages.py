@@ -156,13 +156,13 @@ def gather_facts() -> Facts:
         .first()
     )
     dead = DeadLetter.objects.filter(queue=PAYMENTS).order_by("-died_at").values_list("job_id", flat=True).first()
-    [running] = queries.job_ids(SLOW, JobState.RUNNING, limit=1) or [""]
-    [completed] = queries.job_ids("bench.done", JobState.COMPLETED, limit=1) or [""]
+    [running] = queries.jobs.ids_in(SLOW, JobState.RUNNING, limit=1) or [""]
+    [completed] = queries.jobs.ids_in("bench.done", JobState.COMPLETED, limit=1) or [""]
     i = 4_321 * UNIQUE_EVERY
     return Facts(
         bulk=every_dead_letter_operation(),
         dead_job=dead or "",
-        waiting_job=queries.job_ids(BACKLOG, JobState.QUEUED, limit=1)[0],
+        waiting_job=queries.jobs.ids_in(BACKLOG, JobState.QUEUED, limit=1)[0],
         running_job=running,
         completed_job=completed,
         fingerprint=top or "",
@@ -597,7 +597,7 @@ def wait_for_live_worker(worker: subprocess.Popen[bytes]) -> None:
     from jobconsole.engine import get_client
 
     deadline = time.monotonic() + 60
-    while get_client().queries.counts(SLOW).running < STALLED + LIVE_THREADS:
+    while get_client().queries.queues.counts(SLOW).running < STALLED + LIVE_THREADS:
         if worker.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the live worker did not start its jobs")
         time.sleep(0.2)

@@ -18,6 +18,7 @@ from chaos.tasks import FLAKY_DELAY_CAP_S, FLAKY_DELAY_S, FLAKY_RETRIES, QUEUE, 
 from jobconsole.core.backoff import Backoff, retry_delay
 from jobconsole.core.job import Attempt, Job
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.states import STATES
 
 EPS = 0.002  # Redis stamps times in whole milliseconds; the ledger in float seconds
 RETRY_BACKOFF_MAX_S = 5.0  # the dispatcher's longest wait between tries while Redis is unreachable (dispatcher.py)
@@ -65,12 +66,15 @@ class Report:
     unique_refused_wrongly: int = 0  # duplicates refused for a holder that was not live (or not that key's job)
     dlq_attempts: list[int] = field(default_factory=list)
     recovery: list[float] = field(default_factory=list)
+    rerun: list[float] = field(default_factory=list)  # process faults: fault -> the next run of each job it hit
     notes: list[str] = field(default_factory=list)
 
-    def percentile(self, q: float) -> float | None:
-        if not self.recovery:
+    def percentile(self, q: float, values: list[float] | None = None) -> float | None:
+        """The q-th percentile of `values` (default: the recovery times)."""
+        values = self.recovery if values is None else values
+        if not values:
             return None
-        ordered = sorted(self.recovery)
+        ordered = sorted(values)
         return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
@@ -157,10 +161,10 @@ def check(
     return report
 
 
-# Which set holds a job in each state; a drained queue has nothing in the first four.
-STATE_SETS = {"queued": "ready", "scheduled": "scheduled", "retrying": "scheduled", "running": "active",
-              "completed": "completed", "failed": "failed", "dead": "dead", "dropped": "dropped",
-              "cancelled": "cancelled"}  # fmt: skip
+# Which set holds a job in each state (the state table's); a drained queue has no job waiting or running.
+STATE_SETS = {s.value: info.zset for s, info in STATES.items()}
+# A job's links to other jobs (lua/_deps.lua) live beside its hash: not job hashes.
+LINK_SUFFIXES = (":deps", ":ended", ":results", ":children")
 
 
 LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # not finished: a job holds its unique key in these
@@ -171,13 +175,14 @@ def leftovers(r: "redis.Redis") -> list[str]:
     state or listed in another, a set member or attempt history without a job, intake entries nothing
     drained, unique keys held by finished jobs. Each is a description; a consistent queue yields none."""
     k = queue_keys(QUEUE)
-    members = {name: set(cast(list[str], r.zrange(getattr(k, name), 0, -1))) for name in set(STATE_SETS.values())}
+    members = {name: set(cast(list[str], r.zrange(k.sets[name], 0, -1))) for name in set(STATE_SETS.values())}
     for group in cast(set[str], r.smembers(k.groups)):  # jobs held for a concurrency group's slot are queued too
         members["ready"] |= set(cast(list[str], r.zrange(k.held(group), 0, -1)))
     hashes: set[str] = set()
     histories: set[str] = set()
     for key in r.scan_iter(match=k.job_prefix + "*", count=1000):
-        (histories if key.endswith(":attempts") else hashes).add(key)
+        if not key.endswith(LINK_SUFFIXES):
+            (histories if key.endswith(":attempts") else hashes).add(key)
     found: list[str] = []
     ids = sorted(key.removeprefix(k.job_prefix) for key in hashes)
     pipe = r.pipeline(transaction=False)
@@ -261,6 +266,7 @@ def judge(
                 cut_off = any(start <= lease.end and end >= lease.start for start, end in outages)
                 report.shutdown_attempts_used += held_then and not cut_off
     report.recovery = recovery_times(faults, executions, matched)
+    report.rerun = rerun_times(faults, executions, matched)
     _judge_unique_keys(report, accepted_jobs, duplicates, jobs)
     kills = [f.started for f in faults if f.kind == "redis_kill"]
     # A power loss's window: jobs accepted from the AOF copy it restored until Redis restarted (its `ended`; the
@@ -447,6 +453,32 @@ def recovery_times(faults: list[Fault], executions: list[Execution], matched: di
             after = next((t for t in ends if t > f.ended), None)
             if after is not None:
                 samples.append(after - f.ended)
+    return samples
+
+
+def rerun_times(faults: list[Fault], executions: list[Execution], matched: dict[Execution, Lease]) -> list[float]:
+    """Process faults (kill, stop, crash): for each job whose lease the hit process lost, from the fault to the
+    job's next run elsewhere (when a worker let it begin): what an operator waits after a worker dies."""
+    by_job: dict[str, list[Execution]] = defaultdict(list)
+    for e in executions:
+        by_job[e.job_id].append(e)
+    last_trace: dict[int, float] = defaultdict(float)
+    for e in executions:
+        last_trace[e.pid] = max(last_trace[e.pid], e.ended or e.started)
+    samples: list[float] = []
+    for f in faults:
+        if f.kind not in PROCESS_FAULTS:
+            continue
+        at = last_trace[min(f.pids)] if f.kind == "crash" and f.pids else f.started
+        for e in executions:
+            lease = matched.get(e)
+            if lease is None or lease.outcome != "worker_lost" or e.pid not in f.pids:
+                continue
+            if not e.started <= at <= lease_end(e, lease):
+                continue
+            later = [n.started for n in by_job[e.job_id] if n.started > at and n.pid not in f.pids]
+            if later:
+                samples.append(min(later) - at)
     return samples
 
 

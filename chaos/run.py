@@ -22,6 +22,7 @@ from chaos.cluster import Cluster
 from chaos.harness import Ctx, open_redis
 from chaos.ledger import Ledger
 from chaos.scenarios import SCENARIOS, Scenario
+from chaos.tasks import JOB_LEASE_S
 from tests.redis_server import RedisServer
 
 GATES = (
@@ -168,6 +169,11 @@ def print_result(res: Result) -> None:
             "recovery p50 / p99 (n)",
             f"{fmt_s(median(rep.recovery))} / {fmt_s(rep.percentile(0.99))} ({len(rep.recovery)})",
         ),
+        (
+            "kill or stop to re-run p50 / p99 (n)",
+            f"{fmt_s(median(rep.rerun))} / {fmt_s(rep.percentile(0.99, rep.rerun))} ({len(rep.rerun)})",
+        ),
+        ("job lease (CHAOS_LEASE_S)", f"{JOB_LEASE_S:g}s"),
         ("overlaps incl. expired leases (zombies)", rep.wallclock_overlaps),
         ("leases lost by live workers", rep.live_worker_leases_lost),
         ("stale reports refused", rep.stale_reports),
@@ -186,12 +192,13 @@ def print_result(res: Result) -> None:
 
 def print_summary(results: list[Result]) -> None:
     print(f"\n{'scenario':<20} {'accepted':>8} {'execs':>7} {'lost':>4} {'overlap':>7} {'dup':>3} "
-          f"{'p50':>7} {'p99':>7} {'time':>6}  result")  # fmt: skip
+          f"{'p50':>7} {'p99':>7} {'rerun50':>7} {'rerun99':>7} {'time':>6}  result")  # fmt: skip
     for res in results:
         rep = res.report
         print(
             f"{res.scenario.name:<20} {rep.accepted:>8} {rep.executions:>7} {rep.lost:>4} {rep.overlaps:>7} "
             f"{rep.duplicate_effects:>3} {fmt_s(median(rep.recovery)):>7} {fmt_s(rep.percentile(0.99)):>7} "
+            f"{fmt_s(median(rep.rerun)):>7} {fmt_s(rep.percentile(0.99, rep.rerun)):>7} "
             f"{res.seconds:>5.0f}s  {'PASS' if res.passed else 'FAIL'}"
         )
 
@@ -231,6 +238,10 @@ def result_record(res: Result, *, seed: int, quick: bool, commit: str) -> dict[s
         "recovery_n": len(rep.recovery),
         "recovery_p50": median(rep.recovery),
         "recovery_p99": rep.percentile(0.99),
+        "rerun_n": len(rep.rerun),
+        "rerun_p50": median(rep.rerun),
+        "rerun_p99": rep.percentile(0.99, rep.rerun),
+        "job_lease_s": JOB_LEASE_S,
         "notes": rep.notes,
     }
 

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import math
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from jobconsole.core.errors import JobNotFound, JobStateConflict
 from jobconsole.core.groups import Group
 from jobconsole.core.job import Job
 from jobconsole.core.keys import group_keys, queue_keys
+from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.store import Store
 from jobconsole.core.streams import parse_id
@@ -47,6 +49,26 @@ def kill_loop(ctx: Ctx) -> None:
     ctx.produce(plan[::2], rate=rate / 2)
     ctx.produce(plan[1::2], rate=rate / 2, single=True)  # one by one, through the intake when workers are busy
     _kill_workers_under_load(ctx)
+    ctx.settle()
+
+
+def worker_lost(ctx: Ctx) -> None:
+    """Issue 30's measure: kill -9 one worker at a time while the others have threads to spare, and only once its
+    replacement has started, so that the time from the kill to each of its jobs' next run elsewhere is the
+    engine's (the workers' heartbeat expiry, a scan, a claim), not a wait for capacity. Run it with a long lease
+    (CHAOS_LEASE_S=300): the jobs' leases play no part."""
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    n = int(ctx.size(120, 900))
+    plan = [work(f"l{i}", ctx.rng.uniform(0.5, 3.0)) for i in range(n)]  # about 10 of 24 threads busy at 6/s
+    ctx.produce(plan, rate=6)
+    for done in itertools.count():
+        if not ctx.faulting(done):
+            break
+        ctx.sleep(2.0, 4.0)
+        slot = ctx.rng.choice(sorted(ctx.cluster.workers))
+        ctx.cluster.kill(ctx.cluster.workers[slot])
+        ctx.cluster.wait_started([ctx.cluster.start_worker(slot)])
     ctx.settle()
 
 
@@ -102,8 +124,9 @@ def sigterm(ctx: Ctx) -> None:
 
 
 def sigstop(ctx: Ctx) -> None:
-    """#4: freeze a worker with SIGSTOP for 3x the lease, then SIGCONT: its jobs run elsewhere meanwhile, and
-    its late heartbeats and acks must be refused (stale token)."""
+    """#4: freeze a worker with SIGSTOP for 3x the lease (at least twice the workers' heartbeat expiry, so that it
+    is declared gone whatever the jobs' lease), then SIGCONT: its jobs run elsewhere meanwhile, its late
+    heartbeats and acks must be refused (stale token), and it goes on under a new id."""
     ctx.cluster.start_recoverer()
     ctx.workers(3)
     n = int(ctx.size(60, 800))
@@ -113,7 +136,7 @@ def sigstop(ctx: Ctx) -> None:
         if not ctx.faulting(done, 1):
             break
         ctx.sleep(0.5, 1.5)
-        ctx.stop_a_worker(3 * LEASE_S)
+        ctx.stop_a_worker(max(3 * LEASE_S, 2 * DEFAULT_WORKER_EXPIRY_S))
     ctx.settle()
 
 
@@ -293,7 +316,7 @@ def _resubmit_dead(ctx: Ctx, task: str | None = None) -> int:
     requeued = 0
     try:
         k = queue_keys(QUEUE)
-        for job_id in cast(list[str], ctx.r.zrange(k.dead, 0, -1)):
+        for job_id in cast(list[str], ctx.r.zrange(k.sets["dead"], 0, -1)):
             if task is not None and ctx.r.hget(k.job(job_id), "task") != task:
                 continue
             with contextlib.suppress(JobStateConflict, JobNotFound):  # changed meanwhile: judged by the checker
@@ -783,7 +806,7 @@ def _peaks_at_once(ctx: Ctx, job_ids: list[str]) -> tuple[int, int]:
         if fault.kind in {"kill", "crash"}:
             for pid in fault.pids:
                 killed_at.setdefault(pid, []).append(fault.started)
-    jobs = dict(zip(job_ids, ctx.client.queries.jobs_by_id([(QUEUE, i) for i in job_ids], history=True), strict=True))
+    jobs = dict(zip(job_ids, ctx.client.queries.jobs.by_id([(QUEUE, i) for i in job_ids], history=True), strict=True))
     wanted = set(job_ids)
     valid: list[tuple[float, int]] = []
     raw: list[tuple[float, int]] = []
@@ -809,10 +832,107 @@ def _peak(edges: list[tuple[float, int]]) -> int:
     return peak
 
 
+WORKFLOW_GATES = ("released_twice", "started_early", "left_waiting", "workflows_not_created")
+
+
+def workflows(ctx: Ctx) -> None:
+    """Workflows (docs/workflows.md) under kill -9 of workers and of redis-server (appendfsync always): each a chain,
+    a fan-out of hundreds with a callback (a chord), nested groups of chains and a diamond, created one after another
+    while the faults go on (each creation retried under its workflow id until Redis answers: idempotent). Every
+    dependent is released exactly once (its `released` events), starts only after every run of its parents ended,
+    none is left waiting, and every step runs (the checker's gates: a step ran twice only when a run of its own was
+    interrupted)."""
+    from chaos.ledger import Accepted
+    from jobconsole.core import JobSpec, Step
+    from jobconsole.core.compose import chain, chord, group
+    from jobconsole.core.ids import new_job_id
+
+    ctx.cluster.start_recoverer()
+    ctx.workers(3)
+    fan, count = int(ctx.size(60, 400)), int(ctx.size(3, 10))
+    parents: dict[str, list[str]] = {}  # job id -> its parents' job ids
+    made_ids: list[str] = []
+    failed = 0
+
+    def spec(key: str) -> JobSpec:
+        return JobSpec(task="chaos.work", params={"key": key, "seconds": ctx.rng.choice([0.0, 0.02, 0.1, 0.3])})
+
+    def create(index: int) -> None:
+        nonlocal failed
+        w = f"wf{index}"
+        flow = group(
+            chain(spec(f"{w}.c0"), spec(f"{w}.c1"), spec(f"{w}.c2"), name="chain", pass_results=None),
+            chord([spec(f"{w}.f{i}") for i in range(fan)], spec(f"{w}.callback"), name="fan", pass_results=None),
+            group(chain(spec(f"{w}.n0"), spec(f"{w}.n1"), pass_results=None),
+                  chain(spec(f"{w}.n2"), spec(f"{w}.n3"), pass_results=None), name="nested"),
+            name="g",
+        )  # fmt: skip
+        steps = [*flow, Step("top", spec(f"{w}.top")), Step("left", spec(f"{w}.left"), after=["top"]),
+                 Step("right", spec(f"{w}.right"), after=["top"]),
+                 Step("bottom", spec(f"{w}.bottom"), after=["left", "right"])]  # fmt: skip
+        workflow_id, deadline = new_job_id(), time.monotonic() + 60
+        while True:
+            try:
+                made = ctx.client.enqueue_workflow(steps, name=w, id=workflow_id)
+                break
+            except RETRYABLE_ERRORS:
+                if time.monotonic() > deadline:
+                    failed += 1
+                    return
+                time.sleep(0.1)
+        ids = made.job_ids_by_step
+        for s in steps:
+            parents[ids[s.name]] = [ids[p] for p in s.parents()]
+        made_ids.extend(ids.values())
+        ctx.ledger.accept([Accepted(job_id, "chaos.work", "completed", time.time()) for job_id in ids.values()])
+
+    creator = threading.Thread(target=lambda: [create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
+    creator.start()
+    for done in itertools.count():
+        if not (creator.is_alive() or done < 3):
+            break
+        ctx.sleep(0.4, 1.2)
+        if done % 3 == 2:
+            ctx.kill_redis(0.2, 1.0)
+        else:
+            ctx.kill_a_worker()
+    creator.join()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # drained: nothing ready or running, and nothing left waiting either
+        with contextlib.suppress(*RETRYABLE_ERRORS):
+            if ctx.drained() and ctx.r.zcard(queue_keys(QUEUE).sets["waiting"]) == 0:
+                break
+        time.sleep(0.2)
+    ctx.settle(timeout=60.0)
+    runs: dict[str, list[tuple[float, float | None]]] = {}
+    for e in ctx.ledger.executions():
+        runs.setdefault(e.job_id, []).append((e.started, e.ended))
+    released: dict[str, int] = {}
+    for _id, fields in ctx.r.xrange(queue_keys(QUEUE).events, "-", "+"):
+        if fields.get("event") == "released":
+            released[fields["job"]] = released.get(fields["job"], 0) + 1
+    early = 0
+    for job_id, ups in parents.items():
+        first = min((start for start, _end in runs.get(job_id, [])), default=None)
+        ends = [end for p in ups for _start, end in runs.get(p, []) if end is not None]
+        if first is not None and ends and first < max(ends):
+            early += 1
+    ctx.tallies.update(
+        released_twice=sum(1 for job_id in parents if released.get(job_id, 0) > 1),
+        started_early=early,
+        left_waiting=int(ctx.r.zcard(queue_keys(QUEUE).sets["waiting"])),
+        workflows_not_created=failed,
+        workflow_steps=len(made_ids),
+        dependents=sum(1 for ups in parents.values() if ups),
+    )
+    ctx.notes.append(f"{count - failed} workflows of {len(made_ids) // max(1, count - failed)} steps each")
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
         Scenario("kill_loop", "kill -9 workers in a loop", kill_loop),
+        Scenario("worker_lost", "kill -9 one worker at a time: kill to re-run", worker_lost),
         Scenario("kill_before_ack", "kill between success and ack", kill_before_ack),
         Scenario("sigterm", "SIGTERM, grace, SIGKILL", sigterm),
         Scenario("sigstop", "worker frozen past its lease", sigstop),
@@ -842,6 +962,12 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("power_loss", "Redis rolled back by a power loss; the mirror restores", power_loss),
         Scenario("soak", "every fault above, mixed at random", soak),
+        Scenario(
+            "workflows",
+            "workflows: chains, fan-ins, diamonds; workers and redis-server killed",
+            workflows,
+            extra_gates=WORKFLOW_GATES,
+        ),
         Scenario(
             "cluster_failover",
             "Redis Cluster: a primary killed, its replica promoted",

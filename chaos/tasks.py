@@ -14,6 +14,9 @@ from jobconsole.core.execution import RunningJob
 
 QUEUE = "chaos"
 LEASE_S = 1.0  # visibility_timeout of every chaos task: faults are sized in multiples of it
+# chaos.work's lease, 1 s unless CHAOS_LEASE_S says otherwise (the harness and its workers read the same
+# environment): with a 300 s lease, only the workers' process heartbeat brings a dead worker's jobs back soon.
+JOB_LEASE_S = float(os.environ.get("CHAOS_LEASE_S") or LEASE_S)
 # chaos.spin's lease. Three workers of eight CPU-bound threads on two vCPUs (plus the host's steal) leave a
 # whole process without CPU for close to a second at times; a 1 s lease would then lapse because the OS did not
 # run the process at all, which no heartbeat design inside it can help. Twice that is still far below the
@@ -75,7 +78,7 @@ def _run(context: JobContext, key: str, seconds: float, heartbeat: bool, die_aft
     return {"pid": os.getpid()}
 
 
-@task(name="chaos.work", queue=QUEUE, visibility_timeout=LEASE_S, max_retries=25, retry_delay=0.1)
+@task(name="chaos.work", queue=QUEUE, visibility_timeout=JOB_LEASE_S, max_retries=25, retry_delay=0.1)
 def work(
     context: JobContext, key: str, seconds: float = 0.0, heartbeat: bool = True, die_after_effect: bool = False,
     pad: str = "",

@@ -19,6 +19,7 @@ from django.utils import timezone
 from jobconsole.core import JobNotFound, JobState
 from jobconsole.core.job import Job as LiveJob
 from jobconsole.core.job import ms_to_datetime
+from jobconsole.core.states import STATES
 from jobconsole.engine import get_client
 from jobconsole.models import AuditLog
 from jobconsole.models import Job as JobRow
@@ -179,7 +180,7 @@ def load(job_id: str) -> JobDetail | None:
     row = JobRow.objects.filter(id=job_id).first()
     queries = get_client().queries
     try:
-        detail = _from_redis(queries.job(job_id, row.queue if row and row.in_redis else None))
+        detail = _from_redis(queries.jobs.get(job_id, row.queue if row and row.in_redis else None))
     except JobNotFound:
         if row is None:
             return None
@@ -187,11 +188,11 @@ def load(job_id: str) -> JobDetail | None:
     if detail.live:
         detail.now = queries.now()  # Redis's clock: lease deadlines and heartbeats are counted in it
         if detail.state == JobState.RUNNING:
-            [detail.lease_deadline] = queries.lease_deadlines([(detail.queue, detail.id)])
-        detail.timeline = timeline(detail, queries.events(detail.queue, newest_first=True, limit=STREAM_SCAN))
+            [detail.lease_deadline] = queries.jobs.lease_deadlines([(detail.queue, detail.id)])
+        detail.timeline = timeline(detail, queries.events.read(detail.queue, newest_first=True, limit=STREAM_SCAN))
     else:
         detail.timeline = timeline(detail, [])
-    detail.options = queries.task_options().get(detail.task, {})
+    detail.options = queries.tasks.options().get(detail.task, {})
     return detail
 
 
@@ -237,7 +238,7 @@ def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
             detail = ", ".join(f"{k} {v}" for k, v in extras.items())
             what = event.name.replace("_", " ").capitalize()
             moments.append(Moment(_script_time(event.at, starts), what, detail, "stream", rank=STREAM))
-    if job.run_at and job.state in (JobState.SCHEDULED, JobState.RETRYING):
+    if job.run_at and job.state in STATES and STATES[JobState(job.state)].zset == "scheduled":
         moments.append(Moment(job.run_at, "Due", "runs once a worker is free after this", "job", "warn", DUE))
     records = AuditLog.objects.filter(job_ids__icontains=job.id).order_by("-at")[:AUDIT_ROWS]
     for record in records:

@@ -7,10 +7,11 @@ from typing import Any
 from django import forms
 
 from dashboards.job_detail import JobDetail
-from jobconsole.actions import RESUBMITTABLE, Edit
+from jobconsole.actions import Edit
 from jobconsole.core import JobState
+from jobconsole.core.states import RESUBMITTABLE_STATES, WAITING_STATES
 
-EDITABLE_STATES = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING}) | RESUBMITTABLE
+EDITABLE_STATES = WAITING_STATES | RESUBMITTABLE_STATES
 
 
 def editable(job: JobDetail) -> bool:

@@ -84,10 +84,10 @@ def _with_rows_for(known: list[str], column: str, value: str | None) -> list[str
 
 
 def known_queues() -> list[str]:
-    return get_client().queries.queues()
+    return get_client().queries.queues.names()
 
 
 def known_tasks() -> list[str]:
     """Tasks workers announced, and those registered in this process."""
     client = get_client()
-    return sorted(set(client.queries.task_options()) | {t.name for t in client.registry.all()})
+    return sorted(set(client.queries.tasks.options()) | {t.name for t in client.registry.all()})

@@ -3,7 +3,8 @@
 from dataclasses import dataclass, field
 
 from jobconsole.core import JobState
-from jobconsole.core.queries import QueueCounts, WorkerInfo
+from jobconsole.core.queries.queues import QueueCounts
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 from jobconsole.models import Job
 
@@ -31,15 +32,15 @@ class QueueStatus:
 
 
 def live_workers() -> list[WorkerInfo]:
-    return [w for w in get_client().queries.workers() if w.state != "gone"]
+    return [w for w in get_client().queries.workers.all() if w.state != "gone"]
 
 
 def queue_statuses(names: list[str] | None = None, workers: list[WorkerInfo] | None = None) -> list[QueueStatus]:
     queries = get_client().queries
     workers = live_workers() if workers is None else workers
     out = []
-    for name in queries.queues() if names is None else names:
-        status = QueueStatus(queries.counts(name))
+    for name in queries.queues.names() if names is None else names:
+        status = QueueStatus(queries.queues.counts(name))
         for worker in workers:
             if name in worker.queues and worker.state == "quiet":
                 status.quiet += 1

@@ -14,6 +14,7 @@ NAVIGATION = [
     ("alarms", "Alarms", "dashboards:alarms"),
     ("queues", "Queues", "dashboards:queues"),
     ("jobs", "Jobs", "dashboards:jobs"),
+    ("workflows", "Workflows", "dashboards:workflows"),
     ("running", "Running", "dashboards:running"),
     ("scheduled", "Scheduled", "dashboards:scheduled"),
     ("schedules", "Schedules", "dashboards:schedules"),
@@ -37,6 +38,12 @@ def navigation(current: str) -> list[dict[str, Any]]:
     return out
 
 
+def htmx_asked(request: HttpRequest) -> bool:
+    """Whether htmx made the request (a live part's poll), from its header: django-htmx's middleware, which would
+    say the same as `request.htmx`, is not in an adopting project's settings (the README lists none)."""
+    return request.headers.get("HX-Request") == "true"
+
+
 def page(
     request: HttpRequest,
     template: str,
@@ -47,6 +54,6 @@ def page(
     status: int = 200,
 ) -> HttpResponse:
     """The whole page, or only `partial` (a {% partialdef %} of the template) when htmx asks for it."""
-    name = f"{template}#{partial}" if partial and getattr(request, "htmx", False) else template
+    name = f"{template}#{partial}" if partial and htmx_asked(request) else template
     full = {"nav": navigation(section), "section": section, "can": abilities(request.user), **(context or {})}
     return render(request, name, full, status=status)

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobconsole.core.job import Job
-from jobconsole.core.queries import TimedJob, WorkerInfo
+from jobconsole.core.queries.jobs import TimedJob
+from jobconsole.core.queries.workers import WorkerInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from dashboards.views import (
     schedules,
     tasks,
     workers,
+    workflows,
 )
 
 app_name = "dashboards"
@@ -36,6 +37,9 @@ urlpatterns = [
     path("jobs/<str:job_id>/recover", job.job_recover, name="job_recover"),
     path("jobs/<str:job_id>/delete", job.job_delete, name="job_delete"),
     path("jobs/<str:job_id>/edit", job.job_edit, name="job_edit"),
+    path("workflows/", workflows.workflow_list, name="workflows"),
+    path("workflows/<str:workflow_id>/", workflows.workflow_detail, name="workflow"),
+    path("workflows/<str:workflow_id>/cancel", workflows.workflow_cancel, name="workflow_cancel"),
     path("running/", running.running, name="running"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),
     path("schedules/", schedules.schedule_list, name="schedules"),
@@ -58,7 +62,7 @@ urlpatterns = [
     path("bulk/<int:pk>/cancel", bulk.bulk_cancel, name="bulk_cancel"),
     path("bulk/<int:pk>/resume", bulk.bulk_resume, name="bulk_resume"),
     path("healthz", health.healthz, name="healthz"),
-    path("assets/plotly-<str:version>.min.js", assets.plotly_js, name="plotly"),
+    path("assets/plotly-basic-<str:version>.min.js", assets.plotly_js, name="plotly"),
 ]
 # Every page renders in the operator's time zone (the jc_tz cookie): no middleware to list in settings.
 urlpatterns = each_in_operator_zone(urlpatterns)

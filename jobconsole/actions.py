@@ -17,6 +17,7 @@ from jobconsole import audit
 from jobconsole.conf import retention
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobQueueError, JobState, JobStateConflict
 from jobconsole.core.editing import edit_job
+from jobconsole.core.states import RESUBMITTABLE_STATES
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
 
@@ -49,7 +50,7 @@ def why_refused(exc: JobQueueError) -> str:
 def queue_of(job_id: str) -> str | None:
     """The queue holding the job in Redis, None when Redis no longer has it."""
     try:
-        return get_client().queries.locate(job_id)
+        return get_client().queries.jobs.locate(job_id)
     except JobNotFound:
         return None
 
@@ -74,7 +75,7 @@ def retry(user: User, job_id: str, reason: str = "", *, reset_attempts: bool = F
 
 def _lease_ran_out(queue: str, job_id: str) -> bool:
     queries = get_client().queries
-    [deadline] = queries.lease_deadlines([(queue, job_id)])
+    [deadline] = queries.jobs.lease_deadlines([(queue, job_id)])
     return deadline is not None and deadline <= queries.now()
 
 
@@ -82,7 +83,7 @@ def recover_expired(queue: str) -> tuple[list[str], list[str]]:
     """The recoverer's pass over one queue, now: every job whose lease ran out is requeued (a `worker_lost`
     attempt) or, with its attempts used up, dead-lettered. Returns (requeued ids, dead-lettered ids)."""
     store = get_client().store
-    ttl_ms = int(retention().failed * 1000)
+    ttl_ms = int(retention()[JobState.FAILED] * 1000)
     requeued: list[str] = []
     ended: list[str] = []
     while True:
@@ -99,7 +100,7 @@ def recover(user: User, job_id: str, reason: str = "") -> Outcome:
     queue = queue_of(job_id)
     if queue is None:
         return _refused(user, "recover", job_id, "", reason, JobNotFound(job_id))
-    state = get_client().queries.job(job_id, queue, history=False).state
+    state = get_client().queries.jobs.get(job_id, queue, history=False).state
     if state is not JobState.RUNNING:
         return _refused(user, "recover", job_id, queue, reason, JobStateConflict(job_id, state, "recover"))
     if not _lease_ran_out(queue, job_id):
@@ -132,7 +133,7 @@ def cancel(user: User, job_id: str, reason: str = "") -> Outcome:
     client = get_client()
     recovered = False
     try:
-        running = queue and client.queries.job(job_id, queue, history=False).state is JobState.RUNNING
+        running = queue and client.queries.jobs.get(job_id, queue, history=False).state is JobState.RUNNING
         if running and _lease_ran_out(queue, job_id):
             requeued, ended = recover_expired(queue)
             recovered = job_id in requeued
@@ -180,7 +181,7 @@ class Edit:
     reason: str = ""
 
 
-RESUBMITTABLE = frozenset({JobState.DEAD, JobState.FAILED, JobState.DROPPED, JobState.CANCELLED})
+RESUBMITTABLE = RESUBMITTABLE_STATES
 
 
 def edit_and_retry(user: User, job_id: str, edit: Edit) -> Outcome:

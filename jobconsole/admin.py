@@ -57,11 +57,10 @@ def retention_context() -> dict[str, Any]:
     """How long finished jobs are kept, in Redis and in the database (shown above the lists)."""
     redis_side = retention()
     database = db_retention()
-    states = ["completed", "failed", "cancelled", "dropped", "dead"]
     return {
         "retention_rows": [
-            (state, _duration(getattr(redis_side, state)), _duration(database[state].total_seconds()))
-            for state in states
+            (state, _duration(seconds), _duration(database[state].total_seconds()))
+            for state, seconds in redis_side.as_dict().items()
         ],
         "audit_retention": _duration(database["audit"].total_seconds()),
     }

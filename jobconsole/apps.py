@@ -1,3 +1,4 @@
+import sys
 from importlib import import_module
 
 from django.apps import AppConfig
@@ -21,3 +22,7 @@ class JobconsoleConfig(AppConfig):
         autodiscover_modules("tasks")
         for module in get_config()["TASK_MODULES"]:
             import_module(module)
+        # Celery-style tasks declared while the settings were being imported (proj/celery.py) and
+        # app.autodiscover_tasks() calls made then: now that the settings can be read.
+        if "jobconsole.celery" in sys.modules:
+            sys.modules["jobconsole.celery"].finalize()

@@ -5,11 +5,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.db.models import Exists, OuterRef
+
 from jobconsole.conf import db_retention
 from jobconsole.core import Client
 from jobconsole.core.editing import delete_many
 from jobconsole.core.states import TERMINAL_STATES, JobState
-from jobconsole.models import AuditLog, BulkOperation, Job
+from jobconsole.models import AuditLog, BulkOperation, Job, JobLink, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +20,7 @@ CHUNK = 500
 
 def enforce_db_retention(now: datetime | None = None) -> dict[str, int]:
     """Delete finished rows older than their retention (JOBCONSOLE["DB_RETENTION"]), old audit records and finished
-    bulk operations as old.
+    bulk operations as old; a deleted job's links to its parents, and a workflow once none of its jobs is left.
 
     Only rows Redis no longer holds (in_redis=false) are removed, so the database always keeps at least
     the history Redis has; dead-letter records and attempts go with their job."""
@@ -31,8 +33,16 @@ def enforce_db_retention(now: datetime | None = None) -> dict[str, int]:
         total = 0
         while ids := list(old.values_list("id", flat=True)[:CHUNK]):
             Job.objects.filter(id__in=ids).delete()
+            JobLink.objects.filter(child_id__in=ids).delete()
             total += len(ids)
         removed[state.value] = total
+    # A workflow's row goes with its last job's (an ended workflow only: a running one has jobs by definition).
+    members = Job.objects.filter(workflow_id=OuterRef("id"))
+    gone = Workflow.objects.filter(finished_at__isnull=False).exclude(Exists(members))
+    removed["workflows"] = 0
+    while wfs := list(gone.values_list("id", flat=True)[:CHUNK]):
+        Workflow.objects.filter(id__in=wfs).delete()
+        removed["workflows"] += len(wfs)
     removed["audit"], _ = AuditLog.objects.filter(at__lt=now - retention["audit"]).delete()
     # Finished bulk operations (with their frozen chunks) are kept as long as the audit records that name them.
     finished = BulkOperation.objects.filter(finished_at__lt=now - retention["audit"])
@@ -85,7 +95,7 @@ def find_jobs(client: Client, f: CleanFilter) -> dict[str, tuple[str, str]]:
     for job_id, queue, state in rows.values_list("id", "queue", "state").iterator(chunk_size=2000):
         found[job_id] = (queue, state)
     for queue in list(f.queues) or client.queues():
-        for job in client.queries.iter_jobs(queue, f.states):
+        for job in client.queries.jobs.iterate(queue, f.states):
             if f.tasks and job.task not in f.tasks:
                 continue
             at = job.enqueued_at

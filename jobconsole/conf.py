@@ -15,7 +15,6 @@ unreadable environment variables are errors: the system check jobconsole.E001..E
 get_config() refuses to run with them.
 """
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from jobconsole.core.groups import Group
 from jobconsole.core.maintenance import Retention
 from jobconsole.core.periodic import Schedule
 from jobconsole.core.roles import check_name
+from jobconsole.core.states import DB_RETENTION
 
 DAY = 86_400
 
@@ -60,8 +60,17 @@ def _retention_settings() -> list[Setting]:
     # The engine owns these numbers (it cannot import Django); they are written once, in Retention.
     return [
         Setting(f"RETENTION.{state}", float(seconds), f"seconds Redis keeps a {state} job")
-        for state, seconds in dataclasses.asdict(Retention()).items()
+        for state, seconds in Retention().as_dict().items()
     ]
+
+
+def _db_retention_settings() -> list[Setting]:
+    # The state table (core/states.py) holds the defaults; a dead job's dead letter goes with it.
+    return [
+        Setting(f"DB_RETENTION.{state}", float(seconds),
+                f"seconds the database keeps a {state} job" + (" and its dead letter" if state == "dead" else ""))
+        for state, seconds in DB_RETENTION.items()
+    ]  # fmt: skip
 
 
 # The health thresholds a queue or a task may override (HEALTH.QUEUES, HEALTH.TASKS), with their kinds. How long a
@@ -219,6 +228,15 @@ SETTINGS: tuple[Setting, ...] = (
         check=lambda value: _queue_limits_problem(value),
     ),
     Setting(
+        "WORKER_EXPIRY",
+        3.0,
+        "seconds a worker process may go without its heartbeat (sent every third of this) before a recoverer "
+        "declares it gone and runs its jobs elsewhere, whatever their lease; a pause longer than this (GC, a "
+        "slow Redis, a starved host) costs the worker its jobs",
+        env="JOBCONSOLE_WORKER_EXPIRY",
+        check=lambda value: None if value >= 1.0 else "must be at least 1 second",
+    ),
+    Setting(
         "SHUTDOWN_GRACE",
         10.0,
         "seconds a stopping worker waits for the tasks it interrupted (on_shutdown requeue or fail) to stop",
@@ -254,11 +272,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MIRROR.RESTORE", True, "after Redis lost data, enqueue again the jobs the database knew as live"),
     *_retention_settings(),
     # Rows Redis still holds are never removed, so the database keeps at least the history Redis has.
-    Setting("DB_RETENTION.completed", 30.0 * DAY, "seconds the database keeps a completed job"),
-    Setting("DB_RETENTION.failed", 30.0 * DAY, "seconds the database keeps a failed job"),
-    Setting("DB_RETENTION.cancelled", 30.0 * DAY, "seconds the database keeps a cancelled job"),
-    Setting("DB_RETENTION.dropped", 90.0 * DAY, "seconds the database keeps a dropped job"),
-    Setting("DB_RETENTION.dead", 90.0 * DAY, "seconds the database keeps a dead job and its dead letter"),
+    *_db_retention_settings(),
     Setting("DB_RETENTION.audit", 365.0 * DAY, "seconds the database keeps an audit record"),
     Setting(
         "OUTBOX.RELAY_AFTER",
@@ -448,6 +462,7 @@ class Config(TypedDict):
     IN_TRANSACTION: str
     GROUPS: dict[str, dict[str, Any]]
     QUEUE_LIMITS: dict[str, int]
+    WORKER_EXPIRY: float
     SHUTDOWN_GRACE: float
     MIRROR: MirrorConfig
     RETENTION: dict[str, float]

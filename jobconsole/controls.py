@@ -14,7 +14,7 @@ from jobconsole.conf import get_config
 from jobconsole.core.client import WORKER_ACTIONS
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.groups import PERIODS_MS, Group
-from jobconsole.core.queries import WorkerInfo
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 
 type Actor = AbstractBaseUser | AnonymousUser | str | None
@@ -69,7 +69,7 @@ def control_workers(
         outcomes = client.control_host(host, action)
         if not outcomes:
             raise ControlError(f"No live worker on host {host[:200]!r}.", status=404)
-    result = WorkerControl(action, outcomes, [w for w in client.queries.workers() if w.id in outcomes])
+    result = WorkerControl(action, outcomes, [w for w in client.queries.workers.all() if w.id in outcomes])
     detail: dict[str, Any] = {"workers": outcomes}
     if host is not None:
         detail["host"] = host
@@ -106,7 +106,7 @@ def whole(raw: Any, what: str, *, minimum: int) -> int:
 
 def set_queue_limit(user: Actor, queue: str, limit: int | None, *, reason: str = "") -> None:
     """Cap the queue's running jobs across all workers (None lifts the cap); audited as `set_queue_limit`."""
-    if queue not in get_client().queries.queues():
+    if queue not in get_client().queries.queues.names():
         raise ControlError(f"No queue {queue[:200]!r}: no job or worker has used it.", status=404)
     try:
         get_client().set_queue_limit(queue, limit)
@@ -118,7 +118,7 @@ def set_queue_limit(user: Actor, queue: str, limit: int | None, *, reason: str =
 def define_group(user: Actor, name: str, spec: dict[str, Any], *, reason: str = "", known: bool = False) -> Group:
     """Set a group's limits now (`spec` as in the settings); audited as `define_group`. `known`: only a group
     already defined (the console edits those; the API may define new ones)."""
-    if known and name not in {g.name for g in get_client().queries.flow_control().groups}:
+    if known and name not in {g.name for g in get_client().queries.queues.flow_control().groups}:
         raise ControlError(f"No concurrency group {name[:200]!r}.", status=404)
     try:
         group = Group.parse(name, spec)

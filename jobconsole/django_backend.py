@@ -37,6 +37,7 @@ from jobconsole.calls import call_params, register_call_task
 from jobconsole.core import Job, JobContext, JobNotFound, JobState
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.execution import describe
+from jobconsole.core.states import STATES
 from jobconsole.engine import get_client
 
 type AnyTask = Task[..., Any]
@@ -44,17 +45,8 @@ type AnyResult = TaskResult[..., Any]
 
 DEFAULT_TASK_OPTIONS: dict[str, Any] = {"max_retries": 0}
 
-STATUS_OF_STATE = {
-    JobState.SCHEDULED: TaskResultStatus.READY,
-    JobState.QUEUED: TaskResultStatus.READY,
-    JobState.RETRYING: TaskResultStatus.READY,
-    JobState.RUNNING: TaskResultStatus.RUNNING,
-    JobState.COMPLETED: TaskResultStatus.SUCCESSFUL,
-    JobState.DEAD: TaskResultStatus.FAILED,
-    JobState.FAILED: TaskResultStatus.FAILED,
-    JobState.CANCELLED: TaskResultStatus.FAILED,
-    JobState.DROPPED: TaskResultStatus.FAILED,  # claimed by a worker that does not know the task: never started
-}
+# Django's status of each state: the state table's `django` (core/states.py).
+STATUS_OF_STATE = {state: TaskResultStatus[info.django] for state, info in STATES.items()}
 
 # Attempts that ran on a worker (Django counts attempts as worker ids); the others were given back unstarted.
 _NOT_RUN = {"requeued", "dropped"}

@@ -7,7 +7,7 @@ import redis
 from django.core.signals import setting_changed
 
 from jobconsole.conf import get_config, retention
-from jobconsole.core import Client, default_registry
+from jobconsole.core import Client, JobState, default_registry
 from jobconsole.core.connection import connect
 from jobconsole.core.groups import Group
 
@@ -25,7 +25,7 @@ def get_client() -> Client:
         default_registry,
         strict=config["STRICT_ENQUEUE"],
         events_maxlen=config["EVENTS_MAXLEN"],
-        finished_ttl=retention().completed,
+        finished_ttl=retention()[JobState.COMPLETED],
         spin_us=config["CLIENT_SPIN_US"],
         replicas=config["ENQUEUE_REPLICAS"],
         replicas_timeout=config["ENQUEUE_REPLICAS_TIMEOUT"],

@@ -10,7 +10,7 @@
   ALARM_FAILURE_RATE, once it had MIN_ATTEMPTS attempts.
 
 Thresholds come from the HEALTH settings, overridden per queue (HEALTH.QUEUES) and then per task (HEALTH.TASKS);
-a threshold of 0 turns its level off. Figures come from `Queries.gauges` (O(log n) per queue) and the counters
+a threshold of 0 turns its level off. Figures come from `queries.queues.gauges` (O(log n) per queue) and the counters
 (metrics/series.py): no job is read. `Health.details()` has the shape of Runqueue's health check
 ({delays, retries, failures}), plus the failure rates.
 """
@@ -24,7 +24,8 @@ from typing import Any
 
 from jobconsole.conf import HealthConfig, health_config
 from jobconsole.core.metrics import RETRY_MAX
-from jobconsole.core.queries import Queries, QueueGauges
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueGauges
 from jobconsole.engine import get_client
 from jobconsole.metrics.series import gather
 from jobconsole.metrics.windows import MINUTE, Window, floor_time
@@ -170,8 +171,8 @@ def check(queues: Sequence[str] | None = None, *, queries: Queries | None = None
     apart in `silenced` and counts toward no level (`silences=False`: every alarm counts)."""
     queries = queries or get_client().queries
     config = health_config()
-    names = list(queues) if queues is not None else queries.queues()
-    gauges = queries.gauges(names, grace_ms=int(config["OVERDUE_GRACE"] * 1000))
+    names = list(queues) if queues is not None else queries.queues.names()
+    gauges = queries.queues.gauges(names, grace_ms=int(config["OVERDUE_GRACE"] * 1000))
     if not gauges:
         return Health(Level.GREEN, [], [], datetime.now(UTC), config["WINDOW"])
     now = gauges[0].at

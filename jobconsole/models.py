@@ -51,6 +51,8 @@ class Job(models.Model):
         default=True, help_text="false once Redis has dropped the job (retention); the row is kept as history"
     )
     synced_at = models.DateTimeField(null=True, blank=True, help_text="when the mirror last wrote this row")
+    workflow_id = models.CharField(max_length=26, blank=True, default="", help_text="the workflow it is a step of")
+    step = models.CharField(max_length=200, blank=True, default="", help_text="its step's name in its workflow")
 
     class Meta:
         ordering = ["-enqueued_at"]
@@ -61,6 +63,7 @@ class Job(models.Model):
             models.Index(fields=["enqueued_at"], name="jc_job_enqueued"),
             models.Index(fields=["state", "finished_at"], name="jc_job_state_finished"),
             models.Index(fields=["unique_key"], name="jc_job_unique_key"),
+            models.Index(fields=["workflow_id", "state"], name="jc_job_workflow_state"),
         ]
         permissions = [
             ("operate_job", "Can retry, cancel and edit jobs"),
@@ -77,6 +80,60 @@ class Job(models.Model):
     @property
     def is_waiting(self) -> bool:
         return JobState(self.state).is_waiting
+
+
+class JobLink(models.Model):
+    """One link: `child` waits for `parent` (a workflow's edge, or a depends_on parent). Written once, when the
+    mirror first sees the child; the parent may be in another queue, or never mirrored (no foreign keys)."""
+
+    child_id = models.CharField(max_length=26)
+    parent_id = models.CharField(max_length=26)
+    parent_queue = models.CharField(max_length=100)
+    policy = models.CharField(max_length=16, help_text="what a parent that does not complete does: cancel or run")
+    position = models.PositiveIntegerField(default=0, help_text="the parent's place in the child's list")
+    workflow_id = models.CharField(max_length=26, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["child_id", "parent_id"], name="jc_link_child_parent")]
+        indexes = [
+            models.Index(fields=["parent_id"], name="jc_link_parent"),
+            models.Index(fields=["workflow_id"], name="jc_link_workflow"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.child_id} after {self.parent_id}"
+
+
+class Workflow(models.Model):
+    """A workflow as the mirror last saw it: its record in Redis (name, size, created, cancelled) and the
+    counts of its mirrored jobs by state, recounted from the Job rows whenever a batch touches one of them."""
+
+    class State(models.TextChoices):
+        RUNNING = "running", "running"
+        COMPLETED = "completed", "completed"
+        FAILED = "failed", "ended with failures"
+        CANCELLED = "cancelled", "cancelled"
+
+    id = models.CharField(max_length=26, primary_key=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    queue = models.CharField(max_length=100, help_text="the queue holding its record (its first step's)")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    size = models.PositiveIntegerField(default=0, help_text="how many jobs it was made of")
+    counts = models.JSONField(default=dict, help_text="job state -> how many of its jobs are in it")
+    created_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="when its last job ended")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="jc_wf_created"),
+            models.Index(fields=["state", "created_at", "id"], name="jc_wf_state_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"workflow {self.name or self.id} ({self.state})"
 
 
 class Attempt(models.Model):

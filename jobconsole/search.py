@@ -79,6 +79,8 @@ def matching(filters: dict[str, Any]) -> QuerySet[Job]:
         rows = rows.filter(enqueued_at__lt=filters["before"])
     if filters.get("since"):  # a text search's window edge (not a caller's filter)
         rows = rows.filter(enqueued_at__gte=filters["since"])
+    if filters.get("workflow"):  # a workflow's jobs (the (workflow_id, state) index)
+        rows = rows.filter(workflow_id=filters["workflow"])
     if filters.get("queues"):
         rows = rows.filter(queue__in=filters["queues"])
     if filters.get("tasks"):

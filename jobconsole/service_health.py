@@ -24,7 +24,8 @@ from django.db import DatabaseError, connection
 
 from jobconsole.conf import get_config, health_config
 from jobconsole.core import Client, redis_health
-from jobconsole.core.queries import Queries, WorkerInfo
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 from jobconsole.health import Level, duration
 
@@ -234,7 +235,7 @@ def _mirror(queries: Queries) -> Finding:
     from jobconsole.mirror.lag import measure  # the mirror's models need Django's apps ready
 
     bound = health_config()["MIRROR_LAG"]
-    lag = measure(queries, queries.queues())
+    lag = measure(queries, queries.queues.names())
     if bound <= 0 or lag.seconds <= bound:
         said = "has every event" if not lag.behind else f"lags {duration(lag.seconds)}"
         limit = f"its bound is {duration(bound)}" if bound > 0 else "HEALTH.MIRROR_LAG is off"
@@ -253,8 +254,8 @@ def _mirror(queries: Queries) -> Finding:
 
 def _workers(queries: Queries, queues: Sequence[QueueFigures] | None) -> list[Finding]:
     if queues is None:
-        queues = queries.gauges(queries.queues())
-    workers = queries.workers()
+        queues = queries.queues.gauges(queries.queues.names())
+    workers = queries.workers.all()
     live = [w for w in workers if w.state == "running"]
     now = datetime.now(UTC)
     findings: list[Finding] = []

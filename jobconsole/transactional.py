@@ -11,6 +11,7 @@ and the Celery-style calls (jobconsole/celery.py): JOBCONSOLE["IN_TRANSACTION"].
 The engine's own Client.enqueue is always "now"; jobconsole.outbox.enqueue always "outbox". The job is validated
 when it is asked for in every mode, so a bad job raises inside the caller's transaction."""
 
+import dataclasses
 from typing import Any, Literal
 
 from django.db import transaction
@@ -45,3 +46,24 @@ def enqueue(task: str, params: dict[str, Any], *, mode: Mode | None = None, **op
         transaction.on_commit(lambda: get_client().enqueue(task, params, **options), robust=True)
         return str(options["id"])
     return get_client().enqueue(task, params, **options).id
+
+
+def enqueue_many(specs: list[JobSpec], *, mode: Mode | None = None) -> list[str]:
+    """Several jobs as `enqueue` does one, all validated before any is sent (Client.enqueue_many); their ids."""
+    mode = mode or configured_mode()
+    if mode == "outbox" or (mode == "on_commit" and transaction.get_connection().in_atomic_block):
+        specs = [s if s.id else dataclasses.replace(s, id=new_job_id()) for s in specs]  # known before the commit
+    if mode == "outbox":
+        from jobconsole import outbox
+
+        with transaction.atomic():  # all of them or none
+            return [outbox.enqueue(s.task, s.params, **{f.name: getattr(s, f.name) for f in dataclasses.fields(s)
+                                                         if f.name not in ("task", "params")})
+                    for s in specs]  # fmt: skip
+    if mode == "on_commit" and transaction.get_connection().in_atomic_block:
+        client = get_client()
+        for spec in specs:
+            client.check(spec)
+        transaction.on_commit(lambda: get_client().enqueue_many(specs), robust=True)
+        return [str(s.id) for s in specs]
+    return [r.id for r in get_client().enqueue_many(specs)]

@@ -87,6 +87,23 @@ def sleep_pid(context: JobContext, seconds: float = 5.0, ledger: str = "", retry
     return {"pid": os.getpid()}
 
 
+@task(name="tests.long_lease", visibility_timeout=300, max_retries=3)
+def long_lease(
+    context: JobContext, ledger: str, seconds: float = 5.0, retry_seconds: float | None = None
+) -> dict[str, int]:
+    """A 5-minute lease, so that only the process heartbeat brings it back soon after its worker dies. Appends
+    'start'/'end <job> <attempt> <pid> <unix time>' around a sleep in short steps (an interrupt lands at once);
+    attempts after the first sleep `retry_seconds` instead, when given."""
+    _append(ledger, f"start {context.job_id} {context.attempt} {os.getpid()} {time.time():.3f}")
+    if retry_seconds is not None and context.attempt > 1:
+        seconds = retry_seconds
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    _append(ledger, f"end {context.job_id} {context.attempt} {os.getpid()} {time.time():.3f}")
+    return {"pid": os.getpid()}
+
+
 @task(name="tests.db_touch", max_retries=5, retry_delay=0.1, visibility_timeout=5)
 def db_touch(seconds: float = 0.0) -> dict[str, Any]:
     """Queries the database before and after a sleep (a connection dropped meanwhile fails this attempt); returns

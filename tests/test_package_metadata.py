@@ -72,4 +72,6 @@ def test_requirements_txt_is_what_running_needs_and_the_dev_file_what_testing_ne
     assert {distribution(r) for r in pyproject()["project"]["dependencies"]} <= run
     assert {"whitenoise", "dj-database-url", "gunicorn"} <= run
     assert not {"pytest", "playwright", "schemathesis", "mypy", "ruff"} & run
+    # 63 MB (and narwhals) for one script: the console serves its vendored plotly.js bundle (dashboards/vendor/).
+    assert "plotly" not in run
     assert "-r requirements" not in (PROJECT / "requirements.txt").read_text() and "pytest==" in dev

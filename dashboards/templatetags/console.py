@@ -5,12 +5,14 @@ Every time is shown as a relative age ("3 min ago") with the exact time in the o
 
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString
+
+from jobconsole.core.states import STATES, JobState
 
 register = template.Library()
 
@@ -83,8 +85,15 @@ def count(value: int | float | None) -> str:
 
 @register.simple_tag
 def state(name: str) -> SafeString:
-    """A job state as a badge: colour and text (never colour alone)."""
-    return format_html('<span class="badge state-{}">{}</span>', name, name)
+    """A job state as a badge: colour, sign and text (never colour alone), as the state table says."""
+    info = STATES.get(cast(JobState, name))  # JobState is a StrEnum: its members hash as their names
+    if info is None:  # a state written by other hands
+        return format_html('<span class="badge state-{}">{}</span>', name, name)
+    return format_html(
+        '<span class="badge {} state-{}"{}{}>{}</span>', info.tone, name,
+        format_html(' data-mark="{}"', info.mark) if info.mark else "",
+        format_html(' title="{}"', info.label) if info.label != name else "", name,
+    )  # fmt: skip
 
 
 @register.simple_tag

@@ -55,7 +55,7 @@ def flow_control(request: HttpRequest) -> HttpResponse:
 
 def _page(request: HttpRequest, status: int = 200, form: dict[str, Any] | None = None) -> HttpResponse:
     client = get_client()
-    flow = client.queries.flow_control()
+    flow = client.queries.queues.flow_control()
     settings_groups, settings_limits = configured_groups(), configured_limits()
     groups = []
     for g in flow.groups:
@@ -80,7 +80,7 @@ def _page(request: HttpRequest, status: int = 200, form: dict[str, Any] | None =
     lifted = [{"queue": q, "settings": n} for q, n in sorted(settings_limits.items()) if q not in flow.queue_limits]
     context = {
         "groups": groups, "limits": limits, "lifted": lifted, "waiting": sum(g.waiting for g in flow.groups),
-        "queues": client.queries.queues(), "units": list(PERIODS_MS), "form": form or {},
+        "queues": client.queries.queues.names(), "units": list(PERIODS_MS), "form": form or {},
     }  # fmt: skip
     return page(request, "dashboards/flow.html", "flow", context, partial="live", status=status)
 

@@ -11,15 +11,17 @@ from django.views.decorators.http import require_POST
 
 from dashboards.job_detail import JobDetail, load
 from dashboards.job_edit import JobEditForm, editable
+from dashboards.job_links import job_links
 from dashboards.permissions import operate_required, purge_required, view_required
 from dashboards.rendering import page
 from jobconsole import actions as job_actions
 from jobconsole.actions import Outcome, User
 from jobconsole.core import InvalidJob, JobState
 from jobconsole.core.ids import check_job_id
+from jobconsole.core.states import CANCELLABLE_STATES, REQUEUEABLE_STATES
 
-RETRYABLE = frozenset({JobState.SCHEDULED, JobState.RETRYING, *job_actions.RESUBMITTABLE})
-CANCELLABLE = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING})
+RETRYABLE = REQUEUEABLE_STATES
+CANCELLABLE = CANCELLABLE_STATES
 
 
 def _canonical(job_id: str) -> str | None:
@@ -48,7 +50,7 @@ def _offers(job: JobDetail) -> dict[str, bool]:
 
 def _render(request: HttpRequest, job: JobDetail, form: JobEditForm | None, status: int = 200) -> HttpResponse:
     context = {"job": job, "form": form, "offers": _offers(job),
-               "resubmit": job.job_state in job_actions.RESUBMITTABLE}  # fmt: skip
+               "resubmit": job.job_state in job_actions.RESUBMITTABLE, "links": job_links(job.id)}  # fmt: skip
     return page(request, "dashboards/job.html", "jobs", context, status=status)
 
 

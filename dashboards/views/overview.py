@@ -9,7 +9,7 @@ from django.utils import timezone
 from dashboards import charts
 from dashboards.permissions import view_required
 from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
-from dashboards.rendering import page
+from dashboards.rendering import htmx_asked, page
 from jobconsole import health, service_health
 from jobconsole.metrics import series
 from jobconsole.metrics.windows import parse_span
@@ -55,7 +55,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
         "problem": problem, "silenced": [*state.silenced, *service.silenced],
     }  # fmt: skip
-    if getattr(request, "htmx", False) and request.GET.get("part") == "live":
+    if htmx_asked(request) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")
     context["figures"] = figures(span)
     return page(request, "dashboards/overview.html", "overview", context, partial="charts")

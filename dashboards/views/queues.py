@@ -11,17 +11,17 @@ from dashboards.queue_status import live_workers, queue_statuses
 from dashboards.rendering import page
 from jobconsole import audit
 from jobconsole.core import InvalidJob, JobState
+from jobconsole.core.states import CONSOLE_ORDER, STATES
 from jobconsole.engine import get_client
 from jobconsole.models import Queue
 
 PAGE = 50
-# The states a queue's page lists, in the order an operator reads them.
-TABS = [JobState.QUEUED, JobState.RUNNING, JobState.SCHEDULED, JobState.RETRYING, JobState.DEAD,
-        JobState.FAILED, JobState.COMPLETED, JobState.CANCELLED, JobState.DROPPED]  # fmt: skip
+# The states a queue's page lists, in the order an operator reads them (the state table's `place`).
+TABS = CONSOLE_ORDER
 
 
 def _known(name: str) -> None:
-    if name not in get_client().queries.queues():
+    if name not in get_client().queries.queues.names():
         raise Http404(f"No queue named {name!r}.")
 
 
@@ -41,12 +41,12 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         state = JobState.QUEUED
     cursor = request.GET.get("cursor") or None
     try:
-        jobs = get_client().queries.jobs(name, state, cursor=cursor, limit=PAGE)
+        jobs = get_client().queries.jobs.page(name, state, cursor=cursor, limit=PAGE)
     except InvalidJob:
         messages.error(request, "That page link is no longer valid; showing the first page.")
-        jobs = get_client().queries.jobs(name, state, limit=PAGE)
+        jobs = get_client().queries.jobs.page(name, state, limit=PAGE)
     [status] = queue_statuses([name], workers=live_workers())
-    context = {"queue": status, "state": state.value, "tabs": [s.value for s in TABS], "page": jobs}
+    context = {"queue": status, "state": state.value, "tabs": [(s.value, STATES[s].label) for s in TABS], "page": jobs}
     return page(request, "dashboards/queue.html", "queues", context, partial="live")
 
 

@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from dashboards.permissions import view_required
-from dashboards.rendering import page
+from dashboards.rendering import htmx_asked, page
 from dashboards.stalled import running_jobs
 from jobconsole.core import InvalidJob
 from jobconsole.engine import get_client
@@ -16,7 +16,7 @@ PAGE = 50
 def complain(request: HttpRequest, text: str) -> None:
     """A message about the page's address, on the page itself only: the live part's polls of the same address
     would otherwise pile the same message up for the next page."""
-    if not getattr(request, "htmx", False):
+    if not htmx_asked(request):
         messages.error(request, text)
 
 
@@ -33,22 +33,22 @@ def chosen_queue(request: HttpRequest, queues: list[str]) -> str:
 @view_required
 def running(request: HttpRequest) -> HttpResponse:
     queries = get_client().queries
-    queues = queries.queues()
+    queues = queries.queues.names()
     queue = chosen_queue(request, queues)
     names = [queue] if queue else queues
     cursor = request.GET.get("cursor") or None
     try:
-        found = queries.timed_jobs("running", names, cursor=cursor, limit=PAGE)
+        found = queries.jobs.timed("running", names, cursor=cursor, limit=PAGE)
     except InvalidJob:
         complain(request, "That page link is no longer valid; showing the first page.")
         cursor = None
-        found = queries.timed_jobs("running", names, limit=PAGE)
-    workers = queries.workers()
-    jobs = running_jobs(found.jobs, queries.now(), workers, queries.task_options())
+        found = queries.jobs.timed("running", names, limit=PAGE)
+    workers = queries.workers.all()
+    jobs = running_jobs(found.jobs, queries.now(), workers, queries.tasks.options())
     context = {
         "jobs": jobs, "next_cursor": found.next_cursor, "paged": bool(cursor), "queues": queues, "queue": queue,
         "stalled": sum(1 for j in jobs if j.stalled), "orphaned": sum(1 for j in jobs if j.orphaned),
-        "running_total": sum(queries.counts(q).running for q in names),
+        "running_total": sum(queries.queues.counts(q).running for q in names),
         "workers_alive": sum(1 for w in workers if w.state != "gone"),
         "workers_gone": sum(1 for w in workers if w.state == "gone"),
     }  # fmt: skip

@@ -39,7 +39,7 @@ def histogram(queues: list[str], now: datetime, range_name: str) -> dict[str, An
     than the range, in one round trip."""
     width, count, label = RANGES[range_name]
     starts = buckets(now, width, count)
-    counts = get_client().queries.due_counts([EPOCH, *starts, FAR], queues)
+    counts = get_client().queries.jobs.due_counts([EPOCH, *starts, FAR], queues)
     overdue, in_range, later = counts[0], counts[1:-1], counts[-1]
     fmt = "%H:%M" if width < timedelta(hours=1) else "%a %H:00"
     # Each bucket is labelled by its whole minute or hour; the first is that of `now`, though it starts at `now`.
@@ -61,7 +61,7 @@ def histogram(queues: list[str], now: datetime, range_name: str) -> dict[str, An
 @view_required
 def scheduled(request: HttpRequest) -> HttpResponse:
     queries = get_client().queries
-    queues = queries.queues()
+    queues = queries.queues.names()
     queue = chosen_queue(request, queues)
     names = [queue] if queue else queues
     range_name = request.GET.get("range", "hour")
@@ -70,11 +70,11 @@ def scheduled(request: HttpRequest) -> HttpResponse:
         range_name = "hour"
     cursor = request.GET.get("cursor") or None
     try:
-        found = queries.timed_jobs("scheduled", names, cursor=cursor, limit=PAGE)
+        found = queries.jobs.timed("scheduled", names, cursor=cursor, limit=PAGE)
     except InvalidJob:
         complain(request, "That page link is no longer valid; showing the first page.")
         cursor = None
-        found = queries.timed_jobs("scheduled", names, limit=PAGE)
+        found = queries.jobs.timed("scheduled", names, limit=PAGE)
     context = {
         "jobs": found.jobs, "next_cursor": found.next_cursor, "paged": bool(cursor), "queues": queues,
         "queue": queue, "histogram": histogram(names, queries.now(), range_name), "ranges": list(RANGES),

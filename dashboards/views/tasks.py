@@ -29,7 +29,7 @@ def _label(b: HistogramBin) -> str:
 def task_list(request: HttpRequest) -> HttpResponse:
     span, problem = chosen_range(request)
     summaries = series.Series(span).tasks()
-    registered = get_client().queries.task_options()
+    registered = get_client().queries.tasks.options()
     seen = {s.task for s in summaries}
     idle = sorted(name for name in registered if name not in seen)
     context = {"tasks": summaries, "idle": idle, "options": registered, "range": span, "ranges": RANGES,
@@ -40,7 +40,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
 @view_required
 def task_detail(request: HttpRequest, name: str) -> HttpResponse:
     span, problem = chosen_range(request)
-    registered = get_client().queries.task_options()
+    registered = get_client().queries.tasks.options()
     data = series.Series(span, task=name)
     found = [s for s in data.tasks() if s.task == name]
     if not found and name not in registered:

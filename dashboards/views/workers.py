@@ -15,11 +15,12 @@ from dashboards.rendering import page
 from jobconsole.controls import DOES, ControlError, control_workers
 from jobconsole.core import JobState
 from jobconsole.core.job import Job
-from jobconsole.core.queries import WorkerInfo
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.engine import get_client
 
-# A worker renews its registry entry every 2 s; one silent for this long is shown as not heartbeating. Its
-# entry expires 30 s after its last renewal and the maintenance loop then forgets it.
+# A worker beats every second (core/worker/liveness.py); a recoverer declares it gone 3 s after its last beat
+# (WORKER_EXPIRY) and takes its jobs back, and its record, with when and why, stays an hour. One silent for this
+# long without being declared gone (no recoverer runs) is shown as not heartbeating.
 SILENT_AFTER = timedelta(seconds=10)
 RUNNING_SCAN = 500  # running jobs read per queue to find those of gone workers
 
@@ -49,8 +50,8 @@ def _jobs_of(worker_ids: set[str]) -> dict[str, list[Job]]:
     """Running jobs still leased to workers that stopped heartbeating (they wait for the recoverer)."""
     queries = get_client().queries
     out: dict[str, list[Job]] = {w: [] for w in worker_ids}
-    for queue in queries.queues():
-        for job in queries.jobs(queue, JobState.RUNNING, limit=RUNNING_SCAN).jobs:
+    for queue in queries.queues.names():
+        for job in queries.jobs.page(queue, JobState.RUNNING, limit=RUNNING_SCAN).jobs:
             if job.worker in out:
                 out[job.worker].append(job)
     return out
@@ -63,7 +64,7 @@ def worker_list(request: HttpRequest) -> HttpResponse:
 
 def _page(request: HttpRequest, status: int = 200) -> HttpResponse:
     now = timezone.now()
-    rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers()]
+    rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers.all()]
     lost = {row.info.id for row in rows if row.status in ("gone", "silent")}
     held = _jobs_of(lost) if lost else {}
     for row in rows:

@@ -30,16 +30,15 @@ from jobconsole.bulk.selection import Selection, SelectionError, matching
 from jobconsole.bulk.system import BULK_TASK, unique_key
 from jobconsole.conf import bulk_config
 from jobconsole.core.ids import new_job_id
-from jobconsole.core.states import JobState
+from jobconsole.core.states import CANCELLABLE_STATES, REQUEUEABLE_STATES, JobState
 from jobconsole.models import BulkChunk, BulkOperation, DeadLetter
 
 SAMPLE = 20
 SALT = "jobconsole.bulk.confirmation"
 MAX_SPREAD_SECONDS = 7 * 86_400
 AUDIT_IDS = 1_000  # an explicit selection up to this size is listed in the audit record itself
-RETRYABLE = [s.value for s in (JobState.SCHEDULED, JobState.RETRYING, JobState.DEAD, JobState.FAILED,
-                               JobState.DROPPED, JobState.CANCELLED)]  # fmt: skip
-CANCELLABLE = [s.value for s in (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)]
+RETRYABLE = [s.value for s in JobState if s in REQUEUEABLE_STATES]
+CANCELLABLE = [s.value for s in JobState if s in CANCELLABLE_STATES]
 
 # request.user: a User or an AnonymousUser (django-stubs types it as neither); or the name of a caller that is no
 # Django user (an API token, "api:<name>"), whose scope the HTTP API checked instead of the admin's permissions.

@@ -20,6 +20,7 @@ Jobs (`target="job"`, the Job table):
     unique_key                              exact
     text                                    text inside the parameters (any case)
     after, before                           enqueued at or after / before (ISO date or date-time)
+    workflow                                the jobs of one workflow (its id)
 Both: `id` (repeatable) or `ids` (comma- or space-separated) job ids: when present they are the selection and the
 filter is ignored. `selection=ticked` says the ids come from a page's checkboxes, so none ticked is an error
 rather than "everything".
@@ -101,6 +102,13 @@ def _text(limit: int) -> Any:
     return check
 
 
+def _workflow(value: str) -> str:
+    try:
+        return check_job_id(value)  # a workflow id is a ULID, as a job id is
+    except InvalidJob:
+        raise SelectionError(f"{value[:40]!r} is not a workflow id (a 26-character ULID).") from None
+
+
 def _when(value: str) -> str:
     parse_moment(value)
     return value
@@ -147,6 +155,7 @@ FILTERS: dict[Target, dict[str, tuple[Any, bool]]] = {
         "text": (_text(200), False),
         "after": (_when, False),
         "before": (_when, False),
+        "workflow": (_workflow, False),
     },
 }
 
@@ -300,6 +309,8 @@ def _filter_jobs(rows: "QuerySet[Job]", f: dict[str, list[str]]) -> "QuerySet[Jo
             rows = rows.filter(**{f"{name}__in": f[name]})
     if "unique_key" in f:
         rows = rows.filter(unique_key=f["unique_key"][0])
+    if "workflow" in f:
+        rows = rows.filter(workflow_id=f["workflow"][0])
     if "text" in f:
         rows = rows.filter(params__icontains=f["text"][0])
     if "after" in f:

@@ -27,6 +27,7 @@ from jobconsole.core.results import EnqueueResult
 from jobconsole.core.states import JobState
 from jobconsole.core.tasks import Task, TaskRegistry, default_registry, task
 from jobconsole.core.worker import Worker
+from jobconsole.core.workflows import InvalidWorkflow, Step, WorkflowResult
 
 __all__ = [
     "Attempt",
@@ -35,6 +36,7 @@ __all__ = [
     "DuplicateJob",
     "EnqueueResult",
     "InvalidJob",
+    "InvalidWorkflow",
     "Job",
     "JobContext",
     "JobNotFound",
@@ -47,6 +49,7 @@ __all__ = [
     "RedisFull",
     "Replace",
     "Retry",
+    "Step",
     "Task",
     "TaskHooks",
     "TaskRegistry",
@@ -54,6 +57,7 @@ __all__ = [
     "UndecodablePayload",
     "UnknownTask",
     "Worker",
+    "WorkflowResult",
     "default_registry",
     "task",
 ]

@@ -10,7 +10,7 @@ from typing import Any, cast
 import redis
 from redis.exceptions import OutOfMemoryError
 
-from jobconsole.core import keys
+from jobconsole.core import keys, workflows
 from jobconsole.core.connection import require_decoded
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict, NotReplicated, RedisFull, UnknownTask
 from jobconsole.core.groups import Group
@@ -18,13 +18,15 @@ from jobconsole.core.idempotency import IdempotencyRecords
 from jobconsole.core.ids import check_job_id, new_job_id, new_job_ids
 from jobconsole.core.job import Job
 from jobconsole.core.priority import parse_priority
-from jobconsole.core.queries import Queries, QueueCounts
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
 from jobconsole.core.store import Call, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
 from jobconsole.core.timing import MAX_DELAY_SECONDS, TOO_FAR, parse_run_at
+from jobconsole.core.workflows import InvalidWorkflow, Step, WorkflowResult
 
 WORKER_ACTIONS = ("quiet", "resume", "stop")  # Client.control_workers
 
@@ -136,8 +138,22 @@ class Client:
 
     # --- enqueue ----------------------------------------------------------------------------------
 
-    def enqueue(self, task: str, params: dict[str, Any] | None = None, **options: Any) -> EnqueueResult:
-        """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input."""
+    def enqueue(
+        self,
+        task: str,
+        params: dict[str, Any] | None = None,
+        *,
+        depends_on: "Sequence[workflows.Parent] | None" = None,
+        allow_dependency_failures: bool = False,
+        pass_results: str | None = None,
+        **options: Any,
+    ) -> EnqueueResult:
+        """Enqueue one job; see JobSpec for the options. Raises InvalidJob (nothing enqueued) on bad input.
+        `depends_on`: jobs (ids, EnqueueResults or (queue, id) pairs) it waits for (state `waiting`) until each
+        ended; one that does not complete cancels it unless `allow_dependency_failures` (core/workflows.py)."""
+        if depends_on is not None:
+            spec = JobSpec(task=task, params=params, **options)
+            return self._enqueue_dependent(spec, depends_on, allow_dependency_failures, pass_results)
         p = self._prepare(JobSpec(task=task, params=params, **options))
         try:
             if p.queue not in self._known_queues:
@@ -149,6 +165,90 @@ class Client:
         except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
             raise RedisFull([p.id]) from exc
         return result
+
+    def _enqueue_dependent(
+        self, spec: JobSpec, depends_on: "Sequence[workflows.Parent]", allow: bool, pass_results: str | None
+    ) -> EnqueueResult:
+        if isinstance(depends_on, (str, EnqueueResult)):
+            depends_on = [depends_on]
+        parents = list(dict.fromkeys(workflows.parent_ref(self, p) for p in depends_on))
+        if not parents:
+            raise InvalidJob("depends_on names no job")
+        policy = workflows.RUN if allow else workflows.CANCEL
+        job_id = check_job_id(spec.id) if spec.id is not None else new_job_id()
+        node = workflows.node_args(
+            self, spec, step="", parents=[(f"{q}|{i}", policy, "") for q, i in parents], pass_results=pass_results,
+            job_id=job_id,
+        )  # fmt: skip
+        queues = {node.queue} | {q for q, _ in parents}
+        self._check_slots(queues)
+        reply = self._run_workflow(node.queue, "", "", 0, [node], queues)
+        if reply[0] == "taken":
+            known = self.queries.jobs.get(node.id, node.queue, history=False)
+            return EnqueueResult(node.id, node.queue, known.state, "exists")
+        if reply[0] == "missing":
+            raise JobNotFound(f"depends_on: no job {reply[1].partition('|')[2]} in queue {reply[1].partition('|')[0]}")
+        return EnqueueResult(node.id, node.queue, JobState(reply[1]), "created")
+
+    def enqueue_workflow(
+        self, steps: Iterable[Step], *, name: str = "", id: str | None = None, keep: float = workflows.KEEP_SECONDS
+    ) -> WorkflowResult:
+        """Create a workflow, a DAG of named steps, in one atomic call: all of it or nothing (InvalidWorkflow
+        names the step at fault: an unknown task, bad params, a cycle, a missing step). Roots are queued; the
+        others wait for their parents (core/workflows.py). `id` (a ULID) makes a repeated call idempotent; `keep`:
+        seconds the workflow's record lasts."""
+        if not isinstance(name, str) or len(name) > 200 or any(ord(c) < 32 for c in name):
+            raise InvalidWorkflow("a workflow name is at most 200 printable characters")
+        workflow_id = check_job_id(id) if id is not None else new_job_id()
+        nodes = workflows.plan(self, steps)
+        queues = {n.queue for n in nodes}
+        self._check_slots(queues)
+        home = nodes[0].queue
+        reply = self._run_workflow(home, workflow_id, name, int(keep * 1000), nodes, queues)
+        if reply[0] == "exists":
+            view = self.queries.workflows.get(workflow_id, home)
+            found = {s.name: s.job_id for s in view.steps} if view else {}
+            return WorkflowResult(workflow_id, home, found, created=False)
+        if reply[0] == "taken":
+            step = next(n.step for n in nodes if n.id == reply[1])
+            raise InvalidWorkflow(f"job id {reply[1]} is taken by another job", step)
+        if reply[0] == "missing":
+            raise InvalidWorkflow(f"waits for job {reply[1]}, which does not exist")
+        ids = {n.step: n.id for n in nodes}
+        states = {n.step: JobState(s) for n, s in zip(nodes, reply[1:], strict=True)}
+        return WorkflowResult(workflow_id, home, ids, states)
+
+    def cancel_workflow(self, workflow_id: str, queue: str) -> tuple[int, int]:
+        """Cancel every member of a workflow that has not started, ask the running ones to stop: (cancelled,
+        asked). `queue`: WorkflowResult.queue. JobNotFound for an unknown workflow."""
+        for q in {q for q, _ in self.queries.workflows.members(workflow_id, queue)}:
+            self.store.drain(q)
+        cancelled, asked = self.store.workflow_cancel(queue, workflow_id, ttl_ms=self.finished_ttl_ms)
+        if cancelled < 0:
+            raise JobNotFound(f"no workflow {workflow_id} in queue {queue}")
+        return cancelled, asked
+
+    def _check_slots(self, queues: set[str]) -> None:
+        if self.store.cluster and len(queues) > 1:
+            raise InvalidWorkflow(
+                "on Redis Cluster the jobs of a workflow (and a job with depends_on and its parents) must share one "
+                f"queue; these span {', '.join(sorted(queues))}"
+            )
+
+    def _run_workflow(
+        self, home: str, workflow_id: str, name: str, keep_ms: int, nodes: "Sequence[workflows.Node]", queues: set[str]
+    ) -> list[str]:
+        new_queues = queues - self._known_queues
+        blocks: list[Arg] = []
+        for n in nodes:
+            blocks.extend(n.args)
+        call = self.store.workflow_call(home, workflow_id, name=name, keep_ms=keep_ms, count=len(nodes), blocks=blocks)
+        try:
+            if new_queues:
+                self._register_queues(new_queues)
+            return self.store.run(call)
+        except OutOfMemoryError as exc:  # workflow.lua has no allow-oom: refused before anything was written
+            raise RedisFull([n.id for n in nodes]) from exc
 
     def _send_replicated(self, call: Call[list[EnqueueResult]]) -> EnqueueResult:
         [reply], acknowledged = self.store.run_replicated(
@@ -284,10 +384,10 @@ class Client:
         self.store.register_queues(queues)
         self._known_queues |= queues
 
-    # --- inspect (queries.py has the whole read API) ----------------------------------------------
+    # --- inspect (core/queries/ has the whole read API) -------------------------------------------
 
     def queues(self) -> list[str]:
-        return self.queries.queues()
+        return self.queries.queues.names()
 
     def materialize(self, queue: str) -> int:
         """Turn the queue's intake entries into jobs now (see drain_intake in _lib.lua); returns how many.
@@ -295,16 +395,16 @@ class Client:
         return self.store.drain(queue)
 
     def locate(self, job_id: str) -> str:
-        return self.queries.locate(job_id)
+        return self.queries.jobs.locate(job_id)
 
     def get(self, job_id: str, queue: str | None = None, *, history: bool = True) -> Job:
-        return self.queries.job(job_id, queue, history=history)
+        return self.queries.jobs.get(job_id, queue, history=history)
 
     def counts(self, queue: str) -> QueueCounts:
-        return self.queries.counts(queue)
+        return self.queries.queues.counts(queue)
 
     def job_ids(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
-        return self.queries.job_ids(queue, state, limit)
+        return self.queries.jobs.ids_in(queue, state, limit)
 
     def job_queue(self, job_id: str, queue: str | None = None) -> str:
         """The queue holding a job, with its intake drained, so a script can act on the job."""
@@ -336,7 +436,7 @@ class Client:
         """The live job holding `unique_key` in a queue (or a registered task's queue), or None."""
         queue = self._unique_queue(queue_or_task)
         holder = self.store.unique_holder(queue, unique_key)
-        return self.queries.job(holder, queue) if holder else None
+        return self.queries.jobs.get(holder, queue) if holder else None
 
     def delete_unique(self, queue_or_task: str, unique_key: str) -> str | None:
         """Delete the job holding `unique_key` before it runs (Runqueue's "delete the reminder"); returns its id,
@@ -374,7 +474,7 @@ class Client:
     def control_host(self, host: str, action: str) -> dict[str, str]:
         """The same action on every live worker registered from `host` (runworker's JOBCONSOLE_HOST_ID, or the
         host name); {} when none is."""
-        ids = [w.id for w in self.queries.workers() if w.host == host and w.state != "gone"]
+        ids = [w.id for w in self.queries.workers.all() if w.host == host and w.state != "gone"]
         return self.control_workers(ids, action) if ids else {}
 
     # --- flow control (core/groups.py) ------------------------------------------------------------

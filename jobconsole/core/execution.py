@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -72,11 +73,19 @@ class RunningJob:
     cancel_requested: bool = False
     slot: tuple[str, str] | None = None  # (concurrency group, slot token) held while it runs
     hooks: TaskHooks | None = None  # run around a sync task on its thread (core/hooks.py)
+    # The worker's process heartbeat is recent enough that it cannot have been declared gone (worker/liveness.py)
+    process_alive: Callable[[], bool] | None = None
 
     def lease_fresh(self) -> bool:
-        """Safe to start: not lost, and renewed within two thirds of the lease (heartbeats come every third)."""
+        """Safe to start: not lost, renewed within two thirds of the lease (heartbeats come every third), and the
+        worker's own process heartbeat as recent (else a recoverer may have taken the job back, whatever its
+        lease)."""
         # A prefetched job that waited in a frozen or cut-off process may have been given to another worker.
-        return not self.lost and time.monotonic() - self.renewed < self.lease_s * 2 / 3
+        return (
+            not self.lost
+            and time.monotonic() - self.renewed < self.lease_s * 2 / 3
+            and (self.process_alive is None or self.process_alive())
+        )
 
     def interrupt(self, exc_type: type[BaseException]) -> bool:
         """Raise `exc_type` inside the running task (thread: at its next Python instruction)."""

@@ -14,7 +14,7 @@ import redis
 
 from jobconsole.core import cluster, keys
 from jobconsole.core.keys import queue_keys
-from jobconsole.core.queries import Event
+from jobconsole.core.queries.events import Event
 from jobconsole.core.store import Store
 
 CONSUMER = "mirror"  # fixed, so a new leader inherits the pending entries of a dead one

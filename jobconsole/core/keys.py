@@ -6,8 +6,12 @@ scripts may build a job key from the declared job-key prefix and an id.
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
+
+from jobconsole.core.states import SET_NAMES, STATES, TERMINAL_STATES, JobState
 
 PREFIX = "jc"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -18,6 +22,13 @@ TASKS = f"{PREFIX}:{{meta}}:tasks"  # HASH task name -> JSON of its registered o
 ROLES = f"{PREFIX}:{{meta}}:roles"  # HASH worker role -> JSON list of the queues its workers serve (Jobbers' roles)
 MAINTENANCE_LOCK = f"{PREFIX}:{{meta}}:lock:maintenance"  # leader lock of the recoverer/promoter/trimmer
 WORKERS = f"{PREFIX}:{{workers}}:index"  # ZSET worker id -> last heartbeat ms
+# Process heartbeats (core/worker/liveness.py, core/lapse.py), in the registry's slot so that one script sees
+# them with the registry: a worker's deadline, the workers declared gone (their records kept for a while, and
+# an id declared gone never beats again), and those whose jobs are being taken back.
+ALIVE = f"{PREFIX}:{{workers}}:alive"  # ZSET worker id -> deadline ms (Redis time of its last beat + its expiry)
+GONE = f"{PREFIX}:{{workers}}:gone"  # ZSET worker id -> ms it was declared gone
+TAKING = f"{PREFIX}:{{workers}}:taking"  # ZSET worker id -> ms a recoverer began taking its jobs back
+WORKERS_SEEN = f"{PREFIX}:{{workers}}:seen"  # STRING Redis ms of the last lapse scan (a longer silence: spare)
 
 
 def worker_key(worker_id: str) -> str:
@@ -27,17 +38,14 @@ def worker_key(worker_id: str) -> str:
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The keys of one queue. ZSETs are scored by priority/sequence (ready), run-at ms (scheduled),
-    lease deadline ms (active), or finish ms (terminal sets)."""
+    lease deadline ms (active), or finish ms (terminal sets). Each job state's set (states.py, its `zset`) is
+    in `sets`, by name; the three every hot path uses are fields too."""
 
     queue: str
     ready: str
     scheduled: str
     active: str
-    completed: str
-    failed: str
-    dead: str
-    dropped: str
-    cancelled: str
+    sets: Mapping[str, str]  # every state's set by name (states.SET_NAMES): ready, scheduled, active, dead, ...
     paused: str
     unique: str
     events: str
@@ -61,6 +69,11 @@ class QueueKeys:
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
 
+    def workflow(self, workflow_id: str) -> str:
+        """HASH of a workflow whose first step is in this queue (core/workflows.py): id, name, queue, created_at,
+        size, cancelled_at, and `step:<name>` -> "<queue>|<job id>" per step."""
+        return self.job_prefix.removesuffix("job:") + "wf:" + workflow_id
+
     def attempts(self, job_id: str) -> str:
         return self.job_prefix + job_id + ":attempts"
 
@@ -70,15 +83,13 @@ class QueueKeys:
         acts on a job by id, which drains the intake first (a job handed to a worker may still be an entry)."""
         return [self.intake, self.ready, self.seq, self.events, self.stats, self.active]
 
+    def state_set(self, state: JobState) -> str:
+        """The set holding the jobs of `state` (scheduled and retrying share one)."""
+        return self.sets[STATES[state].zset]
+
     @property
     def terminal_sets(self) -> dict[str, str]:
-        return {
-            "completed": self.completed,
-            "failed": self.failed,
-            "dead": self.dead,
-            "dropped": self.dropped,
-            "cancelled": self.cancelled,
-        }
+        return {s.value: self.state_set(s) for s in JobState if s in TERMINAL_STATES}
 
 
 @cache
@@ -88,17 +99,13 @@ def queue_keys(queue: str) -> QueueKeys:
     base = f"{PREFIX}:{{q:{queue}}}:"
     return QueueKeys(
         queue=queue,
+        sets=MappingProxyType({name: base + name for name in SET_NAMES}),
         **{
             name: base + name
             for name in [
                 "ready",
                 "scheduled",
                 "active",
-                "completed",
-                "failed",
-                "dead",
-                "dropped",
-                "cancelled",
                 "paused",
                 "unique",
                 "events",

@@ -19,7 +19,7 @@ Bucket 0 holds times under 1 ms; bucket i (1 to 22) holds [2^(i-1), 2^i) ms; buc
 
 The histograms are counts too, so the hot path does not count the same jobs twice: a claim counts its jobs in
 ``wait_h`` only, not in ``started``, and an acknowledgement counts them in ``done_h`` only, not in
-``completed``. Readers never see the difference: `Queries` adds the histograms back (`with_totals`), so
+``completed``. Readers never see the difference: `queries.stats` adds the histograms back (`with_totals`), so
 ``started`` and ``completed`` read as every job started and completed. (A claim or an acknowledgement of jobs in
 one bucket thus writes as many fields as before the histograms existed.) A job handed straight to an idle worker
 (enqueue.lua, or a leased intake entry) waited 0 ms and is counted in ``started`` only: its wait is the

@@ -70,6 +70,15 @@ class Failed(NamedTuple):
     state: str  # the job's state now
 
 
+class Lapsed(NamedTuple):
+    """A worker declared gone whose jobs are to be taken back (lapse.lua)."""
+
+    worker: str
+    queues: list[str]  # the queues it served ([] when its registry hash was gone too: look at every queue)
+    last_beat_ms: int  # Redis ms of its last heartbeat (0: unknown)
+    now_ms: int  # Redis ms it was declared gone
+
+
 class Recovered(NamedTuple):
     requeued: list[str]
     ended: list[str]  # attempts used up: dead-lettered (or failed, for a discard policy); or cancelled as asked

@@ -1,7 +1,9 @@
 """The Lua scripts: one file per atomic operation, loaded once, run by SHA with a NOSCRIPT fallback.
 
 Every script is prefixed with ``lua/_lib.lua`` (shared helpers) and the constants it shares with Python
-(`metrics.LUA_CONSTANTS`: the latency histograms' buckets). A restarted Redis forgets loaded
+(`PRELUDE`: `metrics.LUA_CONSTANTS`, the latency histograms' buckets; `states.LUA_CONSTANTS`, the job states'
+names), and a script that names the state table's Lua parts gets them too (`states.LUA_TABLES`: each state's
+set, terminal, waiting, resubmittable; `state_key`, with `sets` last in its KEYS). A restarted Redis forgets loaded
 scripts; `Scripts.run` and `Scripts.run_many` reload them and repeat only the calls that failed.
 
 Each script file begins with its shebang, ``#!lua`` and its Redis 7 flags. When Redis is full (used
@@ -12,6 +14,7 @@ while producers are refused (docs/architecture.md, "When Redis is full").
 """
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -22,12 +25,19 @@ from weakref import WeakKeyDictionary
 import redis
 from redis.exceptions import NoScriptError
 
-from jobconsole.core import cluster
-from jobconsole.core.metrics import LUA_CONSTANTS
+from jobconsole.core import cluster, metrics, states
+from jobconsole.core.keys import PREFIX
 from jobconsole.core.wire import Wire
 
 LUA_DIR = Path(__file__).with_name("lua")
 KEYS_LINE = "-- KEYS:"  # each script's header names its KEYS in order; store.py fills them in by name
+# A script whose header has this line also gets lua/_deps.lua (jobs that wait for other jobs) after the rest,
+# with the key root its helpers build other jobs' keys from; the others pay nothing for it.
+USES_DEPS_LINE = "-- USES: deps"
+
+# The constants every script shares with Python, ahead of _lib.lua (after the shebang).
+PRELUDE = metrics.LUA_CONSTANTS + states.LUA_CONSTANTS
+_USES_TABLES = re.compile(r"\b(?:" + "|".join(states.LUA_TABLE_NAMES) + r")\b")
 
 type Arg = str | int | float
 type Call = tuple[str, Sequence[str], Sequence[Arg]]
@@ -49,9 +59,15 @@ def load(name: str) -> Script:
     declared = [line for line in body.splitlines() if line.startswith(KEYS_LINE)]
     if len(declared) != 1:
         raise ValueError(f"lua/{name}.lua must declare its keys in one '{KEYS_LINE} name name ...' line")
-    # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
-    source = f"{shebang}\n{LUA_CONSTANTS}{(LUA_DIR / '_lib.lua').read_text()}\n{body}"
     keys = tuple(declared[0].removeprefix(KEYS_LINE).split())
+    if "sets" in keys and keys[-1] != "sets":
+        raise ValueError(f"lua/{name}.lua must name 'sets' last in its KEYS (state_key counts from the end)")
+    tables = states.LUA_TABLES if _USES_TABLES.search(body) else ""
+    # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
+    deps = ""
+    if USES_DEPS_LINE in body.splitlines():
+        deps = f"local KEY_ROOT = '{PREFIX}:'  -- jobconsole/core/keys.py\n{(LUA_DIR / '_deps.lua').read_text()}"
+    source = f"{shebang}\n{PRELUDE}{(LUA_DIR / '_lib.lua').read_text()}\n{tables}{deps}{body}"
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), keys)
 
 

@@ -4,7 +4,7 @@ Nothing else runs a script or names a key of the write path. Each script's heade
 (``-- KEYS: active events drain``); `script_keys` fills those names in from `keys.py`, so the order of a
 script's keys is written once, in the script. Methods that callers batch into one round trip (a worker
 reports outcomes and claims together) also come as a `*_call` returning a `Call`, run with `run_many`.
-Readers (the console, the admin, the mirror, the cleaner) use `queries.py`.
+Readers (the console, the admin, the mirror, the cleaner) use `core/queries/`.
 """
 
 import json
@@ -24,6 +24,7 @@ from jobconsole.core.results import (
     EnqueueResult,
     Failed,
     Handed,
+    Lapsed,
     Recovered,
     SlotGrant,
     SlotRecord,
@@ -61,7 +62,11 @@ class WorkerIdentity:
         object.__setattr__(self, "idle_member", json.dumps([self.id, self.host, self.pid]))
 
 
-_GLOBAL = {"queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH}
+_GLOBAL = {
+    "queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH,
+    "alive": keys.ALIVE, "gone": keys.GONE, "taking": keys.TAKING, "seen": keys.WORKERS_SEEN,
+}  # fmt: skip
+WORKER_PREFIX = keys.worker_key("")  # worker hash names are this + id, in the registry's slot
 
 
 def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
@@ -69,10 +74,14 @@ def _fill(script: str, k: QueueKeys | None, named: dict[str, str]) -> list[str]:
     for name in scripts.load(script).keys:
         if name == "drain" and k is not None:
             out += k.drain_keys
+        elif name == "sets" and k is not None:  # every state's set, in states.SET_NAMES order (always last)
+            out += k.sets.values()
         elif name in named:
             out.append(named[name])
         elif name in _GLOBAL:
             out.append(_GLOBAL[name])
+        elif k is not None and name in k.sets:
+            out.append(k.sets[name])
         elif k is not None and hasattr(k, name):
             out.append(getattr(k, name))
         else:
@@ -106,6 +115,10 @@ def _str(reply: Any) -> str:
     return str(reply)
 
 
+def _optional_str(reply: Any) -> str | None:
+    return None if reply is None else str(reply)
+
+
 def _strings(reply: Any) -> list[str]:
     return [str(r) for r in reply]
 
@@ -133,6 +146,12 @@ def _group_slots(reply: Any) -> SlotGrant:
 
 def _pair(reply: Any) -> tuple[str, str]:
     return str(reply[0]), str(reply[1])
+
+
+def _recovered(reply: Any) -> Recovered:
+    ids = [str(r) for r in reply]
+    split = ids.index("|")
+    return Recovered(ids[:split], ids[split + 1 :])
 
 
 def _failed(reply: Any) -> Failed:
@@ -296,6 +315,26 @@ class Store:
         )  # fmt: skip
         return self.run(call)
 
+    # --- jobs that wait for other jobs (core/workflows.py, lua/_deps.lua) ----------------------------
+
+    def workflow_call(
+        self, home: str, workflow_id: str, *, name: str, keep_ms: int, count: int, blocks: Sequence[Arg]
+    ) -> Call[list[str]]:
+        """Create `count` jobs and their edges in one step (lua/workflow.lua); `workflow_id` '' for a depends_on
+        enqueue (no record). The raw reply: ['created', state...], ['exists'], ['taken', id] or
+        ['missing', parent ref, id]."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
+        return Call("workflow", _fill("workflow", None, named), args, _strings)
+
+    def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
+        """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
+        the workflow is unknown."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), [self.events_maxlen, ttl_ms],
+                              _ints))  # fmt: skip
+        return reply[0], reply[1]
+
     def set_paused(self, queue: str, paused: bool) -> bool:
         """True when the queue's state changed."""
         args = [self.events_maxlen, int(paused)]
@@ -432,13 +471,17 @@ class Store:
         options = [item for pair in task_options.items() for item in pair]
         self.run(Call("announce", _fill("announce", None, {}), [len(queues), *queues, *options], _int))
 
-    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> str:
-        """Write the worker's registry entry; returns the operator's control of it ('quiet', 'stop' or '')."""
+    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> str | None:
+        """Write the worker's registry hash; returns the operator's control of it ('quiet', 'stop' or ''), or None
+        when its id was declared gone (nothing written)."""
         fields = [item for pair in info.items() for item in pair]
         named = {"worker": keys.worker_key(worker_id)}
         return self.run(
-            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _str)
-        )
+            Call(
+                "register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields],
+                _optional_str,
+            )
+        )  # fmt: skip
 
     def control_worker_call(self, worker_id: str, action: str) -> Call[str]:
         """An operator's 'quiet', 'stop' or 'resume' of a live worker (worker_control.lua): 'done', 'already' or
@@ -450,9 +493,15 @@ class Store:
         """A worker starting under a name an earlier process used: that process's quiet or stop is not for it."""
         self.redis.hdel(keys.worker_key(worker_id), "control")
 
+    def worker_beat(self, worker_id: str, *, expiry_ms: int) -> bool:
+        """A worker process's heartbeat: alive until now + `expiry_ms`; False when its id was declared gone."""
+        return self.run(Call("worker_beat", _fill("worker_beat", None, {}), [worker_id, expiry_ms], _bool))
+
     def unregister_worker(self, worker_id: str) -> None:
-        # No MULTI: Redis refuses every command queued in one while it is full, and neither needs it.
+        # No MULTI: Redis refuses every command queued in one while it is full, and none needs it: a worker
+        # leaving alive's deadlines first is never declared gone (lapse.lua), whatever comes after.
         pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(keys.ALIVE, worker_id)
         pipe.delete(keys.worker_key(worker_id))
         pipe.zrem(keys.WORKERS, worker_id)
         pipe.execute()
@@ -474,9 +523,44 @@ class Store:
     def recover(self, queue: str, *, limit: int, outage_ms: int, ttl_ms: int) -> Recovered:
         """Requeue or dead-letter up to `limit` jobs whose lease expired (outage_ms: see recover.lua)."""
         args = [*self._head(queue), ttl_ms, limit, outage_ms]
-        reply = self.run(Call("recover", script_keys("recover", queue), args, _strings))
-        split = reply.index("|")
-        return Recovered(reply[:split], reply[split + 1 :])
+        return self.run(Call("recover", script_keys("recover", queue), args, _recovered))
+
+    def lapse_workers(
+        self, *, limit: int, keep_ms: int, keep: int, silence_ms: int, spare_ms: int, stale_ms: int
+    ) -> list[Lapsed]:
+        """Declare gone the workers whose process heartbeat lapsed; returns those whose jobs to take back (see
+        lapse.lua), then `take_back_call` per queue and `taken_back`."""
+        args: list[Arg] = ["scan", WORKER_PREFIX, limit, keep_ms, keep, silence_ms, spare_ms, stale_ms]
+        reply = self.run(Call("lapse", _fill("lapse", None, {}), args, _strings))
+        return [
+            Lapsed(reply[i], [q for q in reply[i + 1].split(",") if q], int(reply[i + 2]), int(reply[i + 3]))
+            for i in range(0, len(reply), 4)
+        ]
+
+    def take_back_call(self, queue: str, worker_id: str, *, last_beat_ms: int, ttl_ms: int) -> Call[Recovered]:
+        """Every running job of `queue` leased to `worker_id` taken back at once (takeback.lua)."""
+        args = [*self._head(queue), ttl_ms, worker_id, last_beat_ms]
+        return Call("takeback", script_keys("takeback", queue, worker_id), args, _recovered)
+
+    def slots_held_by(self, holder: str) -> dict[str, list[str]]:
+        """The concurrency-group slots `holder` holds (group -> tokens), for a worker declared gone: a token is
+        '<holder>:<number>' (group_acquire.lua)."""
+        groups = sorted(cast(set[str], self.redis.smembers(keys.GROUPS)))
+        if not groups:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zrange(group_keys(group).slots, 0, -1)
+        head = holder + ":"
+        held = {
+            group: [t for t in tokens if t.startswith(head) and t[len(head) :].isdigit()]
+            for group, tokens in zip(groups, pipe.execute(), strict=True)
+        }
+        return {group: tokens for group, tokens in held.items() if tokens}
+
+    def taken_back(self, worker_id: str, count: int) -> None:
+        """The worker's jobs were taken back from every queue: it leaves `taking`, its record counts them."""
+        self.run(Call("lapse", _fill("lapse", None, {}), ["done", WORKER_PREFIX, worker_id, count], _int))
 
     def promote(self, queue: str, *, limit: int) -> int:
         """Drain the intake, then move up to `limit` due scheduled jobs to the ready set."""
@@ -485,12 +569,12 @@ class Store:
     def trim(self, queue: str, state: JobState, *, age_ms: int, limit: int) -> int:
         """Forget up to `limit` jobs that finished in `state` more than `age_ms` ago."""
         k = queue_keys(queue)
-        named = {"finished": k.terminal_sets[state.value]}
+        named = {"finished": k.state_set(state)}
         args = [*self._head(queue), age_ms, limit]
         return self.run(Call("trim", _fill("trim", k, named), args, _int))
 
     def gauges_call(self, queue: str, *, grace_ms: int) -> Call[list[int]]:
-        """The raw reply of gauges.lua (read only): `Queries.gauges` decodes it."""
+        """The raw reply of gauges.lua (read only): `queries.queues.gauges` decodes it."""
         return Call("gauges", script_keys("gauges", queue), [queue_keys(queue).job_prefix, grace_ms], _ints)
 
     def trim_stats(self, queue: str, before_minute: int) -> int:

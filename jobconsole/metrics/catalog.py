@@ -18,7 +18,9 @@ from datetime import datetime
 from typing import Literal
 
 from jobconsole.core import metrics
-from jobconsole.core.queries import Queries, QueueGauges, WorkerInfo
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueGauges
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.metrics.totals import Counts, DayTotals, day_totals
 
 type Kind = Literal["counter", "gauge", "histogram"]
@@ -83,10 +85,10 @@ class Reading:
 
 def read(queries: Queries) -> Reading:
     """One reading of everything exported. Raises redis.RedisError when Redis does not answer."""
-    queues = queries.queues()
-    options = queries.task_options()
+    queues = queries.queues.names()
+    options = queries.tasks.options()
     versions = {task: str(opts.get("version", "")) for task, opts in options.items()}
-    return Reading(day_totals(queries, queues), queries.gauges(queues), queries.workers(), versions)
+    return Reading(day_totals(queries, queues), queries.queues.gauges(queues), queries.workers.all(), versions)
 
 
 def families(reading: Reading) -> list[Family]:

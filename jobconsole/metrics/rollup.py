@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 
 from jobconsole.core.metrics import RETRY_MAX
-from jobconsole.core.queries import MinuteStat, Queries
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.statistics import MinuteStat
 from jobconsole.engine import get_client
 from jobconsole.metrics.windows import HOUR, MINUTE, RAW, TEN_MINUTES, floor_time, keep, minute_of
 from jobconsole.models import MetricBucket, MetricsCursor, QueueSample
@@ -36,12 +37,12 @@ def rollup(queries: Queries | None = None) -> int:
     closed = (queries.now_ms() - CLOSE_AFTER_MS) // 60_000 - 1
     cursors = {c.queue: c for c in MetricsCursor.objects.all()}
     written = 0
-    for queue in queries.queues():
+    for queue in queries.queues.names():
         cursor = cursors.get(queue)
         if cursor is not None and cursor.flushed_through >= closed:
             continue
         first = cursor.flushed_through - LOOKBACK + 1 if cursor else closed - FIRST_COPY + 1
-        written += copy_minutes(queue, queries.minute_counts(queue, first, closed), first, closed, cursor)
+        written += copy_minutes(queue, queries.stats.minute_counts(queue, first, closed), first, closed, cursor)
     return written
 
 

@@ -8,7 +8,8 @@ from typing import Any, cast
 from django.db import transaction
 from django.db.models import Max
 
-from jobconsole.core.queries import Queries, QueueGauges
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.queues import QueueGauges
 from jobconsole.engine import get_client
 from jobconsole.metrics.windows import HOUR, RAW, TEN_MINUTES, floor_time
 from jobconsole.models import QueueSample
@@ -20,7 +21,7 @@ KEY = ["resolution", "at", "queue"]
 def sample(queries: Queries | None = None) -> int:
     """Record one sample of every queue; returns how many."""
     queries = queries or get_client().queries
-    gauges = queries.gauges(queries.queues())
+    gauges = queries.queues.gauges(queries.queues.names())
     if not gauges:
         return 0
     record(gauges)

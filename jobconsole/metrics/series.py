@@ -8,7 +8,7 @@
 
 The range picks the resolution (windows.py), so no series has more than METRICS.MAX_POINTS buckets. The figures
 come from the database's rows up to each queue's MetricsCursor and, after it, from Redis's per-minute counters
-(the last LIVE_MINUTES at most, read by name: `Queries.minute_values`), so the current minute is live. Nothing
+(the last LIVE_MINUTES at most, read by name: `queries.stats.minute_values`), so the current minute is live. Nothing
 here reads a job. Times are UTC-aware datetimes; durations are seconds.
 """
 
@@ -117,17 +117,17 @@ def _add_live(
     earliest = max(now - LIVE_MINUTES + 1, minute_of(window.start))
     homes: dict[str, set[str]] = defaultdict(set)
     if task is None:
-        for name, options in queries.task_options().items():
+        for name, options in queries.tasks.options().items():
             homes[str(options.get("queue", ""))].add(name)
     wanted = set(names)
-    for queue in queues if queues is not None else queries.queues():
+    for queue in queues if queues is not None else queries.queues.names():
         if queue in flushed:
             through, seen = flushed[queue]
             tasks = [task] if task is not None else sorted({*seen, *homes[queue]})
-            stats = queries.minute_values(queue, range(max(earliest, through + 1), now + 1), tasks, names)
+            stats = queries.stats.minute_values(queue, range(max(earliest, through + 1), now + 1), tasks, names)
         else:
             stats = [
-                s for s in queries.minute_counts(queue, earliest, now)
+                s for s in queries.stats.minute_counts(queue, earliest, now)
                 if s.metric in wanted and (task is None or s.task == task)
             ]  # fmt: skip
         for stat in stats:
@@ -361,7 +361,7 @@ def depth(
     """Each queue's depth over the range (every queue, or one), by queue name."""
     queries = queries or get_client().queries
     resolution = sample_resolution(span, max_points=max_points)
-    live = queries.gauges([queue] if queue is not None else queries.queues())
+    live = queries.queues.gauges([queue] if queue is not None else queries.queues.names())
     now = live[0].at if live else redis_now(queries)
     start = now - parse_span(span)
     if resolution != RAW:
@@ -392,7 +392,7 @@ def rates(queues: Sequence[str] | None = None, *, minutes: int = 5, queries: Que
     """Each queue's throughput over the last `minutes` minutes and the current one, and its estimated time to
     drain (every queue when `queues` is None)."""
     queries = queries or get_client().queries
-    gauges = queries.gauges(list(queues) if queues is not None else queries.queues())
+    gauges = queries.queues.gauges(list(queues) if queues is not None else queries.queues.names())
     if not gauges:
         return []
     now = gauges[0].at

@@ -11,9 +11,9 @@ start (`_created` in Prometheus, the start time in OTLP), which is what a reset 
 
 Where the minutes come from, without reading a job: the database's hourly buckets since midnight, up to each
 queue's MetricsCursor (the mirror leader's rollup copies closed minutes there), and from Redis the minutes after
-the cursor, read by field name (`Queries.minute_values`: one HMGET). A queue with no cursor (no rollup yet, or
+the cursor, read by field name (`queries.stats.minute_values`: one HMGET). A queue with no cursor (no rollup yet, or
 no mirror running anywhere), or one whose cursor lags more than LIVE_LIMIT minutes, is read from Redis by a walk
-of its stats hash (`Queries.minute_counts`) instead: correct, but a scan of up to a day's fields per scrape.
+of its stats hash (`queries.stats.minute_counts`) instead: correct, but a scan of up to a day's fields per scrape.
 """
 
 from collections import defaultdict
@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from django.db.models import Sum
 
 from jobconsole.core import metrics
-from jobconsole.core.queries import MinuteStat, Queries
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.statistics import MinuteStat
 from jobconsole.metrics.series import consistent_reads
 from jobconsole.metrics.windows import HOUR
 from jobconsole.models import MetricBucket, MetricsCursor
@@ -58,7 +59,7 @@ def day_totals(queries: Queries, queues: Sequence[str] | None = None) -> DayTota
     now = now_ms // 60_000
     first = now - now % DAY_MINUTES
     since = datetime.fromtimestamp(first * 60, tz=UTC)
-    names = list(queues) if queues is not None else queries.queues()
+    names = list(queues) if queues is not None else queries.queues.names()
     counts: dict[tuple[str, str], Counts] = defaultdict(lambda: defaultdict(int))
     with consistent_reads():  # the cursors and the rows they cover, in one snapshot
         cursors = {c.queue: c for c in MetricsCursor.objects.filter(queue__in=names)}
@@ -71,7 +72,7 @@ def day_totals(queries: Queries, queues: Sequence[str] | None = None) -> DayTota
         )
         for row in rows:
             counts[(row["queue"], row["task"])][row["metric"]] += row["total"]
-    registered = list(queries.task_options())
+    registered = list(queries.tasks.options())
     for queue in names:
         cursor = cursors.get(queue)
         # The database's rows for this queue stop at its cursor: the minutes after it (since midnight) come
@@ -80,9 +81,9 @@ def day_totals(queries: Queries, queues: Sequence[str] | None = None) -> DayTota
         if cursor is not None and now - start < LIVE_LIMIT:
             seen = {task for (q, task) in counts if q == queue}
             tasks = sorted({*cursor.tasks, *registered, *seen})
-            live = queries.minute_values(queue, range(start, now + 1), tasks, metrics.SUMMED)
+            live = queries.stats.minute_values(queue, range(start, now + 1), tasks, metrics.SUMMED)
         else:  # no rollup yet, or one far behind: walk the hash
-            live = queries.minute_counts(queue, start, now)
+            live = queries.stats.minute_counts(queue, start, now)
         _add(counts, queue, live)
     at = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
     return DayTotals(since, at, {key: dict(values) for key, values in counts.items()})

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 from jobconsole.core.feed import EventFeed, StreamInfo
-from jobconsole.core.queries import Event, Queries
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.events import Event
 from jobconsole.core.streams import parse_id
 from jobconsole.mirror.cursors import NONE, Cursors
 from jobconsole.mirror.leader import Leadership
@@ -67,7 +68,7 @@ class Reader:
         self._discovered = time.monotonic()
         # The database's queues too: a Redis that lost everything (a new empty server) lists none, and the
         # rewind is noticed by reading a queue's stream.
-        found = sorted(set(self.queries.queues()) | set(self.cursors.applied))
+        found = sorted(set(self.queries.queues.names()) | set(self.cursors.applied))
         return [queue for queue in found if queue not in self.queues]
 
     def read(self, *, pending: bool) -> Batch:

@@ -19,12 +19,14 @@ import redis
 
 from jobconsole.core import Client, JobSpec
 from jobconsole.core.errors import InvalidJob
-from jobconsole.core.states import JobState
+from jobconsole.core.states import STATES, JobState
 from jobconsole.models import Job
 
 log = logging.getLogger(__name__)
 
-RESTORABLE = (JobState.QUEUED, JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING)
+# Jobs that were ready, delayed, retrying or running are enqueued again as they were; a job waiting for other jobs
+# is not (enqueued, it would run before them): the workflow that holds it restores it.
+RESTORABLE = frozenset(s for s, i in STATES.items() if i.zset in ("ready", "scheduled", "active"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ def restore_lost_jobs(connection: "redis.Redis", rows: Sequence[Job]) -> Restore
             JobSpec(
                 task=row.task, params=params, id=row.id, queue=row.queue, priority=row.priority,
                 max_retries=row.max_retries, unique_key=row.unique_key or None,
-                run_at=later if row.state in (JobState.SCHEDULED, JobState.RETRYING) else None,
+                run_at=later if STATES[JobState(row.state)].zset == "scheduled" else None,
             )
         )  # fmt: skip
     valid: list[JobSpec] = []

@@ -16,9 +16,10 @@ from django.db import transaction
 
 from jobconsole.core.feed import EventFeed
 from jobconsole.core.queries import Queries
-from jobconsole.core.states import JobState
+from jobconsole.core.states import WAITING_STATES, JobState
 from jobconsole.core.store import Store
 from jobconsole.core.streams import format_id
+from jobconsole.mirror import workflows
 from jobconsole.mirror.cursors import Cursors
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.restore import Restored, restore_lost_jobs
@@ -29,7 +30,7 @@ from jobconsole.models import DeadLetter, Job, MirrorResync, Queue
 log = logging.getLogger(__name__)
 
 RESYNC_CHUNK = 500  # jobs read from Redis and written per transaction
-WAITING = frozenset({JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value})
+WAITING = frozenset(s.value for s in WAITING_STATES)
 
 
 class Resync:
@@ -81,8 +82,8 @@ class Resync:
             from_id or "-",
             upto,
         )
-        ids = self.queries.ids(queue)
-        paused = self.queries.is_paused(queue)
+        ids = self.queries.jobs.ids(queue)
+        paused = self.queries.queues.is_paused(queue)
         present: set[str] = set()
         for start in range(0, len(ids), RESYNC_CHUNK):
             present |= self._chunk(queue, ids[start : start + RESYNC_CHUNK])
@@ -133,7 +134,7 @@ class Resync:
             self.leadership.fence()
 
     def _chunk(self, queue: str, ids: Sequence[str]) -> set[str]:
-        read = self.queries.jobs_by_id([(queue, i) for i in ids], history=True)
+        read = self.queries.jobs.by_id([(queue, i) for i in ids], history=True)
         synced = datetime.now(UTC)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
@@ -150,9 +151,11 @@ class Resync:
             ):
                 dead.append(letter)
         alive = [r[0] for r in rows if r[STATE] != JobState.DEAD]
+        linked = workflows.changes_for_resync(self.queries, [job.raw for job in read if job is not None])
         with transaction.atomic():
             self.leadership.fence()
             self.writer.write(rows, attempts, dead)
+            linked.save(synced)
             if alive:
                 DeadLetter.objects.filter(job_id__in=alive, resubmitted_at__isnull=True).update(resubmitted_at=synced)
         return {r[0] for r in rows}

@@ -17,6 +17,7 @@ JOB_FIELDS = [
     "task", "version", "queue", "priority", "state", "params", "result", "attempts", "max_retries",
     "unique_key", "group", "enqueued_at", "run_at", "started_at", "finished_at", "heartbeat_at", "progress",
     "checkpoint", "worker", "error_class", "last_error", "cancel_requested", "reason", "in_redis", "synced_at",
+    "workflow_id", "step",
 ]  # fmt: skip
 STATE = 1 + JOB_FIELDS.index("state")  # positions in a job_values() row
 FINISHED_AT = 1 + JOB_FIELDS.index("finished_at")
@@ -68,6 +69,8 @@ def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
             job.reason,
             True,
             synced_at,
+            job.raw.get("workflow", "")[:26],
+            job.raw.get("step", "")[:200],
         )
     )
 
@@ -110,6 +113,8 @@ def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
             get("reason", ""),
             True,
             synced_at,
+            get("workflow", "")[:26],
+            get("step", "")[:200],
         )
     )
 

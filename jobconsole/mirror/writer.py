@@ -17,10 +17,12 @@ from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
 from jobconsole.core.job import Attempt as JobAttempt
-from jobconsole.core.queries import Event, Queries, stream_time
+from jobconsole.core.queries import Queries
+from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
 from jobconsole.core.streams import StreamId, parse_id
 from jobconsole.db_connections import close_broken
+from jobconsole.mirror import workflows
 from jobconsole.mirror.cursors import Cursors
 from jobconsole.mirror.leader import Leadership
 from jobconsole.mirror.rows import (
@@ -47,6 +49,7 @@ class _JobEvents:
     history: bool = False  # some event closed an attempt: read the attempt list too
     changes_final: bool = False  # an event that can change a finished job (requeue, delete, expiry, edit)
     requeued_at: datetime | None = None
+    created: bool = False  # enqueued in this batch: read its links to its parents
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class Changes:
     tops: dict[str, StreamId]  # queue -> the newest entry applied
     finished: list[tuple[str, datetime]]  # (job id, Redis finish time) of the jobs written final
     touched: frozenset[str]  # ids of the jobs whose current state this batch read
+    linked: workflows.WorkflowChanges = field(default_factory=workflows.WorkflowChanges)
 
 
 @dataclass(slots=True)
@@ -185,6 +189,8 @@ class Writer:
             j.last = e
             if "entry" in e.fields:
                 j.history = True
+            if e.name == "enqueued":
+                j.created = True
             if e.name in CHANGES_FINAL:
                 j.changes_final = True
                 self._final.pop(e.job, None)
@@ -196,14 +202,14 @@ class Writer:
             # Already written in a final state, and nothing in this batch can change a final job:
             # these are older events of it (the mirror read its hash when it was already finished).
             del jobs[job_id]
-        read = self.queries.job_hashes(
+        read = self.queries.jobs.hashes(
             [(j.queue, job_id) for job_id, j in jobs.items()], history={i for i, j in jobs.items() if j.history}
         )
         found = dict(zip(jobs, read, strict=True))  # job id -> (its hash, empty when gone; its raw history)
         # A job already final when we read it is written (and remembered) as final now, so later events
         # that carry its attempts will be skipped: read its history now if no event of this batch did.
         late = [i for i, (h, history) in found.items() if h and history is None and h.get("state") in FINAL_NAMES]
-        late_histories = self.queries.raw_histories([(jobs[i].queue, i) for i in late])
+        late_histories = self.queries.jobs.raw_histories([(jobs[i].queue, i) for i in late])
         for job_id, raw in zip(late, late_histories, strict=True):
             found[job_id] = (found[job_id][0], raw)
         rows: list[tuple[Any, ...]] = []
@@ -234,8 +240,21 @@ class Writer:
             if finished_at is not None and state in TERMINAL_STATES:
                 finished.append((job_id, finished_at))
         tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
+        linked = workflows.read(self.queries, [(h, jobs[i].created) for i, (h, _) in found.items() if h])
         changes = Changes(
-            synced, rows, attempts, dead, deleted, gone, requeued, paused, entries, tops, finished, frozenset(jobs)
+            synced,
+            rows,
+            attempts,
+            dead,
+            deleted,
+            gone,
+            requeued,
+            paused,
+            entries,
+            tops,
+            finished,
+            frozenset(jobs),
+            linked,
         )
         return changes, len(jobs)
 
@@ -243,6 +262,7 @@ class Writer:
         """Write a batch in the current transaction, fenced, with each queue's cursor."""
         self.leadership.fence()
         self.write(changes.rows, changes.attempts, changes.dead)
+        changes.linked.save(changes.synced)
         # One UPDATE per requeue time, not per job: a bulk resubmit requeues hundreds of jobs in the same millisecond.
         by_time: dict[datetime, list[str]] = {}
         for job_id, requeued_at in changes.requeued.items():

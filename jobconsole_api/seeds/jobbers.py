@@ -21,7 +21,7 @@ from jobconsole import actions, audit
 from jobconsole.core.errors import InvalidJob, JobNotFound, JobStateConflict
 from jobconsole.core.ids import check_job_id
 from jobconsole.core.job import Job
-from jobconsole.core.queries import JobPage
+from jobconsole.core.queries.jobs import JobPage
 from jobconsole.core.roles import Roles, check_name
 from jobconsole.core.states import JOBBERS_STATUS, JobState
 from jobconsole_api.access import Caller
@@ -108,7 +108,7 @@ def stalled_ids(jobs: Sequence[Job]) -> set[str]:
         return set()
     queries = client().queries
     now = queries.now()
-    deadlines = queries.lease_deadlines([(j.queue, j.id) for j in running])
+    deadlines = queries.jobs.lease_deadlines([(j.queue, j.id) for j in running])
     return {j.id for j, d in zip(running, deadlines, strict=True) if d is not None and d < now}
 
 
@@ -263,7 +263,7 @@ def submit_task(request: HttpRequest) -> HttpResponse:
 def known_queues() -> set[str]:
     c = client()
     roles = Roles(c.redis).all()
-    return set(c.queries.queues()) | {q for queues in roles.values() for q in queues}
+    return set(c.queries.queues.names()) | {q for queues in roles.values() for q in queues}
 
 
 @view(["GET"], scope="any", style=fastapi_detail)
@@ -336,14 +336,14 @@ def task_list(request: HttpRequest) -> HttpResponse:
     queries = client().queries
 
     def pages(cursor: str | None) -> JobPage:
-        return queries.jobs(queue, JobState.QUEUED, cursor=cursor, limit=PAGE)
+        return queries.jobs.page(queue, JobState.QUEUED, cursor=cursor, limit=PAGE)
 
     jobs = scan(pages, keep, limit or 1, caller(request))
     if order_by == "task_id":
         jobs.sort(key=lambda j: j.id)
     else:
         jobs.sort(key=lambda j: j.enqueued_at.timestamp() if j.enqueued_at else 0.0)
-    histories = queries.histories([(j.queue, j.id) for j in jobs])
+    histories = queries.jobs.histories([(j.queue, j.id) for j in jobs])
     for job, history in zip(jobs, histories, strict=True):
         job.history = history
     return JsonResponse({"tasks": [full(j) for j in jobs]})
@@ -392,12 +392,12 @@ def _dead(queue: str | None, keep: Callable[[Job], bool], limit: int, who: Calle
     """Dead jobs `who` may see (newest first per queue, then all of them by when they died), at most `limit`."""
     queries = client().queries
     who.check_queue(queue)
-    queues = [queue] if queue is not None else who.visible_queues(queries.queues())
+    queues = [queue] if queue is not None else who.visible_queues(queries.queues.names())
     found: list[Job] = []
     for name in queues:
 
         def pages(cursor: str | None, name: str = name) -> JobPage:
-            return queries.jobs(name, JobState.DEAD, cursor=cursor, limit=PAGE)
+            return queries.jobs.page(name, JobState.DEAD, cursor=cursor, limit=PAGE)
 
         found += scan(pages, keep, limit, who)
     found.sort(key=lambda j: j.finished_at.timestamp() if j.finished_at else 0.0, reverse=True)
@@ -479,7 +479,7 @@ def dead_letter_resubmit(request: HttpRequest) -> HttpResponse:
     if done:
         audit.record(None, "resubmit", job_ids=[j.id for j in done], actor=actor(request), reason="Jobbers API",
                      refused=len(jobs) - len(done), count=len(done), detail={"reset_attempts": reset})  # fmt: skip
-    fresh = [j for j in c.queries.jobs_by_id([(j.queue, j.id) for j in done]) if j is not None]
+    fresh = [j for j in c.queries.jobs.by_id([(j.queue, j.id) for j in done]) if j is not None]
     return JsonResponse({"resubmitted": len(done), "tasks": summaries(fresh)})
 
 
@@ -492,7 +492,7 @@ def scheduled_tasks(request: HttpRequest) -> HttpResponse:
     queries = client().queries
 
     def pages(cursor: str | None) -> JobPage:
-        page = queries.timed_jobs("scheduled", [queue], cursor=cursor, limit=PAGE)
+        page = queries.jobs.timed("scheduled", [queue], cursor=cursor, limit=PAGE)
         return JobPage([t.job for t in page.jobs], page.next_cursor)
 
     return JsonResponse({"tasks": summaries(scan(pages, Filter(request).keep, limit, caller(request)))})

@@ -2,14 +2,17 @@
 
 import re
 from datetime import datetime
+from typing import Any
 
 from jobconsole.actions import Outcome
 from jobconsole.conf import api_config
 from jobconsole.core import DuplicateJob, InvalidJob, JobNotFound, JobStateConflict
+from jobconsole.core.job import Job as LiveJob
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
 from jobconsole.moments import from_micros, to_micros
 from jobconsole_api.problems import Problem
+from jobconsole_api.v1 import shapes
 from jobconsole_api.v1.routing import Call, Param, Response
 from jobconsole_api.v1.schema import NAME_PATTERN, ULID_PATTERN, Schema, integer, obj, string
 
@@ -112,3 +115,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
         raise Problem(400, "The cursor is not a position of this list; start from the first page (no cursor).")
     micros, _, pk = cursor.partition("~")
     return from_micros(int(micros)), int(pk)
+
+
+def live_shape(job: LiveJob) -> dict[str, Any]:
+    """A job Redis holds, as the API shows it, with its parents and dependents (docs/workflows.md). Only a job
+    with parents (deps_n) or dependents (kids) has links to read: no further round trip otherwise."""
+    linked = job.raw.get("deps_n") or job.raw.get("kids")
+    return shapes.live_job(job, get_client().queries.workflows.links(job.id, job.queue) if linked else None)

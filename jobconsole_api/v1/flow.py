@@ -5,7 +5,7 @@ from typing import Any
 from jobconsole import audit
 from jobconsole.core.errors import InvalidJob
 from jobconsole.core.groups import PERIODS_MS, Group
-from jobconsole.core.queries import GroupState
+from jobconsole.core.queries.queues import GroupState
 from jobconsole.engine import get_client
 from jobconsole_api.problems import Problem
 from jobconsole_api.v1.common import REASON, queue_param
@@ -45,7 +45,7 @@ def _group(state: GroupState) -> dict[str, Any]:
 
 
 def _flow() -> dict[str, Any]:
-    flow = get_client().queries.flow_control()
+    flow = get_client().queries.queues.flow_control()
     limits = [{"queue": q, "limit": n, "running": flow.running.get(q, 0)} for q, n in sorted(flow.queue_limits.items())]
     return {"groups": [_group(g) for g in flow.groups], "queue_limits": limits}
 

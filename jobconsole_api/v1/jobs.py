@@ -24,6 +24,7 @@ from jobconsole.core import (
 from jobconsole.core.client import MAX_RETRIES, MAX_UNIQUE_KEY, JobSpec
 from jobconsole.core.editing import edit_job
 from jobconsole.core.priority import MAX_PRIORITY, MIN_PRIORITY, PRIORITY_NAMES
+from jobconsole.core.states import WAITING_STATES
 from jobconsole.core.timing import MAX_DELAY_SECONDS
 from jobconsole.engine import get_client
 from jobconsole.models import Job as JobRow
@@ -35,6 +36,7 @@ from jobconsole_api.v1.common import (
     NOT_FOUND,
     REASON,
     job_id_param,
+    live_shape,
     no_job,
     paging,
     refusal,
@@ -98,8 +100,12 @@ def _batch_body() -> Schema:
     return obj({"jobs": array(JOB_SPEC, minItems=1, maxItems=api_config()["MAX_BATCH"])}, ("jobs",))
 
 
-def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[str]] | None = None) -> JobSpec:
-    """A checked body as the engine's JobSpec; refused with 422 for what the engine refuses."""
+def _spec(
+    body: dict[str, Any], place: str = "", known_queues: Callable[[], set[str]] | None = None, *, check: bool = True
+) -> JobSpec:
+    """A checked body as the engine's JobSpec; refused with 422 for what the engine refuses. `check=False`: the
+    task and queue are checked, the rest is left to the caller's engine call (a workflow's steps: the engine
+    checks each with its parents' results in place)."""
     client = get_client()
     prefix = f"{place}." if place else ""
     if client.registry.find(body["task"]) is None:
@@ -123,6 +129,8 @@ def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[
         priority=body.get("priority"), delay=body.get("delay"), run_at=run_at, max_retries=body.get("max_retries"),
         unique_key=body.get("unique_key"), group=body.get("group"), unique_until=body.get("unique_until"),
     )  # fmt: skip
+    if not check:
+        return spec
     try:
         client.check(spec)
     except UnknownTask as exc:
@@ -135,7 +143,7 @@ def _spec(body: dict[str, Any], place: str = "", known_queues: Callable[[], set[
 
 def _known_queues() -> set[str]:
     client = get_client()
-    return {t.queue for t in client.registry.all()} | set(client.queries.queues())
+    return {t.queue for t in client.registry.all()} | set(client.queries.queues.names())
 
 
 def _redis_full(exc: RedisFull) -> Problem:
@@ -195,7 +203,7 @@ def submit(call: Call) -> Reply:
     except InvalidJob as exc:
         raise Problem(422, f"The job is not valid: {exc}.") from None
     if result.status == "exists":
-        existing = client.queries.jobs_by_id([(result.queue, result.id)])[0]
+        existing = client.queries.jobs.by_id([(result.queue, result.id)])[0]
         if not _same_job(existing, spec):
             raise Problem(409, f"The id {result.id} was used before for another task or other parameters.")
     if result.created:
@@ -248,7 +256,7 @@ def submit_batch(call: Call) -> Reply:
         _remember(call, [r.id for r in exc.accepted if r.created])
         raise _not_replicated(exc) from None
     existing = [(r.queue, r.id) for r in results if r.status == "exists"]
-    found = {job.id: job for job in client.queries.jobs_by_id(existing) if job is not None} if existing else {}
+    found = {job.id: job for job in client.queries.jobs.by_id(existing) if job is not None} if existing else {}
     out = []
     for spec, result in zip(specs, results, strict=True):
         same = result.status != "exists" or _same_job(found.get(result.id), spec)
@@ -267,9 +275,11 @@ def get_job(call: Call) -> Reply:
     submit token sees only the jobs it submitted; a limited token only those inside its limits."""
     job_id = visible_job(call, call.params["job_id"])
     try:
-        return Reply(200, shapes.live_job(get_client().get(job_id)))
+        job = get_client().get(job_id)
     except JobNotFound:
         pass
+    else:
+        return Reply(200, live_shape(job))
     row = JobRow.objects.filter(id=job_id).first()
     if row is None:
         raise no_job(job_id)
@@ -290,6 +300,7 @@ SEARCHED_BACK_TO = (
         Param("queue", string(pattern=NAME_PATTERN)),
         Param("task", string(pattern=NAME_PATTERN)),
         Param("id", string("one job by id", pattern=ULID_PATTERN)),
+        Param("workflow", string("the jobs of one workflow (its id)", pattern=ULID_PATTERN)),
         Param("unique_key", string(maxLength=MAX_UNIQUE_KEY)),
         Param("text", string("text inside the parameters (any case)", maxLength=200)),
         Param("after", string("enqueued at or after", format="date-time", maxLength=40)),
@@ -308,8 +319,9 @@ def search_jobs(call: Call) -> Reply:
     ago may not be listed yet; GET /jobs/{id} reads Redis). A submit token finds only its own jobs; a limited
     token only jobs inside its limits (a `queue` or `task` outside them: 403)."""
     filters: dict[str, Any] = {k: v for k, v in call.params.items() if k not in ("limit", "cursor")}
-    if "id" in filters:
-        filters["id"] = filters["id"].upper()
+    for name in ("id", "workflow"):
+        if name in filters:
+            filters[name] = filters[name].upper()
     for name in ("after", "before"):
         if name in filters:
             filters[name] = parse_datetime(filters[name])
@@ -385,7 +397,7 @@ def delete(call: Call) -> Reply:
     return _act(call, actions.delete(call.actor, visible_job(call, call.params["job_id"]), call.body.get("reason", "")))
 
 
-WAITING = [JobState.QUEUED.value, JobState.SCHEDULED.value, JobState.RETRYING.value]
+WAITING = [s.value for s in JobState if s in WAITING_STATES]  # editable in place
 EDIT_BODY = obj(
     {
         "expected_state": string("the state you saw the job in", enum=WAITING),
@@ -437,7 +449,7 @@ def edit(call: Call) -> Reply:
     with transaction.atomic():
         audit.record(call.actor, "edit_job", job_ids=[job_id], queue=job.queue, reason=body.get("reason", ""),
                      detail={"changes": shown, "state": str(result.state)})  # fmt: skip
-    return Reply(200, shapes.live_job(job))
+    return Reply(200, live_shape(job))
 
 
 def _shown(value: Any) -> str:

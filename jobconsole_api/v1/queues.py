@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from jobconsole import audit
 from jobconsole.core import InvalidJob
-from jobconsole.core.queries import TIMED_CURSOR_PATTERN
+from jobconsole.core.queries.jobs import TIMED_CURSOR_PATTERN
 from jobconsole.engine import get_client
 from jobconsole.models import Queue
 from jobconsole_api.problems import Problem
@@ -27,12 +27,12 @@ def list_queues(call: Call) -> Reply:
     if caller.task_limits and not caller.queue_limits:
         caller.check_unlimited("This route shows every queue, with every task's jobs")
     queries = get_client().queries
-    names = caller.visible_queues(queries.queues())
-    return Reply(200, {"items": [shapes.queue(queries.counts(name)) for name in names]})
+    names = caller.visible_queues(queries.queues.names())
+    return Reply(200, {"items": [shapes.queue(queries.queues.counts(name)) for name in names]})
 
 
 def _known(name: str) -> str:
-    if name not in get_client().queries.queues():
+    if name not in get_client().queries.queues.names():
         raise Problem(404, f"No queue {name!r}: no job has used it.")
     return name
 
@@ -46,7 +46,7 @@ def _set_paused(call: Call, pause: bool) -> Reply:
     verb = "pause" if pause else "resume"
     audit.record(call.actor, verb, queue=name, filter={"queues": [name]}, count=int(changed),
                  reason=call.body.get("reason", ""))  # fmt: skip
-    return Reply(200, shapes.queue(client.queries.counts(name)))
+    return Reply(200, shapes.queue(client.queries.queues.counts(name)))
 
 
 PAUSE_RESPONSES = {200: Response("The queue as it is now.", ref("Queue")), 404: Response("No such queue.")}
@@ -81,7 +81,7 @@ def workers(call: Call) -> Reply:
     """Every worker that registered: its queues, threads, what it runs now, and whether it is gone. Not for a
     limited token (it shows every queue)."""
     call.caller.check_unlimited()
-    return Reply(200, {"items": [shapes.worker(w) for w in get_client().queries.workers()]})
+    return Reply(200, {"items": [shapes.worker(w) for w in get_client().queries.workers.all()]})
 
 
 SCHEDULED_ITEM = obj({"job": ref("JobSummary"), "due_at": string(format="date-time")}, ("job", "due_at"))
@@ -105,7 +105,7 @@ def scheduled(call: Call) -> Reply:
         _known(queue)
     queues = [queue] if queue else (sorted(caller.queue_limits) or None)
     try:
-        found = queries.timed_jobs("scheduled", queues, cursor=call.params.get("cursor"), limit=call.params["limit"])
+        found = queries.jobs.timed("scheduled", queues, cursor=call.params.get("cursor"), limit=call.params["limit"])
     except InvalidJob:
         raise Problem(400, "The cursor is not one this API gave out; start from the first page.") from None
     shown = {job.id for job in caller.visible([t.job for t in found.jobs])}

@@ -8,10 +8,13 @@ from typing import Any
 from jobconsole.bulk.progress import progress
 from jobconsole.core.job import Attempt as LiveAttempt
 from jobconsole.core.job import Job as LiveJob
-from jobconsole.core.queries import QueueCounts, WorkerInfo
+from jobconsole.core.queries.queues import QueueCounts
+from jobconsole.core.queries.workers import WorkerInfo
 from jobconsole.core.results import EnqueueResult
+from jobconsole.core.states import STATE_OF_SET
+from jobconsole.core.workflows import JobLinks
 from jobconsole.models import Attempt as AttemptRow
-from jobconsole.models import BulkOperation, DeadLetter
+from jobconsole.models import BulkOperation, DeadLetter, JobLink
 from jobconsole.models import Job as JobRow
 from jobconsole_api.v1.schema import Schema, any_object, array, boolean, integer, nullable, number, obj, ref, string
 
@@ -110,6 +113,22 @@ SCHEMAS: dict[str, Schema] = {
             "worker": TEXT,
             "in_redis": boolean("false: Redis has dropped the job (retention); this is the database's copy"),
             "history": array(ref("Attempt")),
+            # Its links (docs/workflows.md); once Redis dropped the job, as the mirror kept them:
+            "workflow": nullable(obj({"id": TEXT, "step": TEXT}, ("id", "step"), "the workflow it is a step of")),
+            "parents": array(
+                obj(
+                    {
+                        "id": TEXT,
+                        "queue": TEXT,
+                        "step": TEXT,
+                        "policy": string(enum=["cancel", "run"]),
+                        "ended": string("the state the parent ended in, as this job saw it; '' while it has not"),
+                    },
+                    ("id", "queue", "policy", "ended"),
+                ),
+                "the jobs it waits (or waited) for, in order",
+            ),
+            "dependents": array(obj({"id": TEXT, "queue": TEXT}, ("id", "queue")), "the jobs waiting for it"),
         },
         ("id", "task", "queue", "state", "history", "in_redis"),
     ),
@@ -135,14 +154,8 @@ SCHEMAS: dict[str, Schema] = {
         {
             "name": TEXT,
             "paused": boolean(),
-            "queued": integer(),
-            "scheduled": integer(),
-            "running": integer(),
-            "completed": integer(),
-            "failed": integer(),
-            "dead": integer(),
-            "dropped": integer(),
-            "cancelled": integer(),
+            # Jobs per state set (core/states.py); "scheduled" counts retrying jobs too, which share its set.
+            **{state: integer() for state in STATE_OF_SET.values()},
         },
         ("name", "paused"),
     ),
@@ -182,6 +195,9 @@ SCHEMAS: dict[str, Schema] = {
             "processed": integer(),
             "failed": integer(),
             "current": array(any_object(), "the jobs it runs now"),
+            "gone_at": nullable(string("when a recoverer declared it gone", format="date-time")),
+            "gone_reason": string("why, in words (empty while it lives)"),
+            "jobs_taken_back": integer("its running jobs the recoverer took back when it was declared gone"),
         },
         ("id", "state"),
     ),
@@ -228,7 +244,12 @@ def attempt(a: LiveAttempt | AttemptRow) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def live_job(job: LiveJob) -> dict[str, Any]:
+def live_job(job: LiveJob, links: JobLinks | None = None) -> dict[str, Any]:
+    """A job Redis holds; `links`: its parents and dependents (None: it has neither)."""
+    workflow = {"id": job.raw["workflow"], "step": job.raw.get("step", "")} if job.raw.get("workflow") else None
+    parents = [{"id": p.job_id, "queue": p.queue, "step": p.step, "policy": p.policy, "ended": p.ended}
+               for p in links.parents] if links else []  # fmt: skip
+    dependents = [{"id": job_id, "queue": queue} for queue, job_id in links.children] if links else []
     return {
         "id": job.id, "task": job.task, "queue": job.queue, "state": str(job.state), "priority": job.priority,
         "attempts": job.attempts, "max_retries": job.max_retries, "version": job.version,
@@ -237,7 +258,23 @@ def live_job(job: LiveJob) -> dict[str, Any]:
         "last_error": _json_or_text(job.last_error_json), "enqueued_at": iso(job.enqueued_at),
         "run_at": iso(job.run_at), "started_at": iso(job.started_at), "finished_at": iso(job.finished_at),
         "heartbeat_at": iso(job.heartbeat_at), "worker": job.worker, "in_redis": True,
-        "history": [attempt(a) for a in job.history],
+        "history": [attempt(a) for a in job.history], "workflow": workflow, "parents": parents,
+        "dependents": dependents,
+    }  # fmt: skip
+
+
+def stored_links(row: JobRow) -> dict[str, Any]:
+    """A mirrored job's workflow, parents and dependents, from the mirror's rows (JobLink: written once, when the
+    mirror first saw the job; a parent's `ended` is not kept there: '')."""
+    parents = list(JobLink.objects.filter(child_id=row.id).order_by("position"))
+    children = list(JobLink.objects.filter(parent_id=row.id).order_by("child_id").values_list("child_id", flat=True))
+    known = dict(JobRow.objects.filter(id__in=[p.parent_id for p in parents] + children).values_list("id", "step"))
+    queues = dict(JobRow.objects.filter(id__in=children).values_list("id", "queue")) if children else {}
+    return {
+        "workflow": {"id": row.workflow_id, "step": row.step} if row.workflow_id else None,
+        "parents": [{"id": p.parent_id, "queue": p.parent_queue, "step": known.get(p.parent_id, ""),
+                     "policy": p.policy, "ended": ""} for p in parents],
+        "dependents": [{"id": child, "queue": queues.get(child, "")} for child in children],
     }  # fmt: skip
 
 
@@ -250,7 +287,7 @@ def stored_job(row: JobRow) -> dict[str, Any]:
         "last_error": _json_or_text(row.last_error), "enqueued_at": iso(row.enqueued_at), "run_at": iso(row.run_at),
         "started_at": iso(row.started_at), "finished_at": iso(row.finished_at),
         "heartbeat_at": iso(row.heartbeat_at), "worker": row.worker, "in_redis": False,
-        "history": [attempt(a) for a in row.history.order_by("number")],
+        "history": [attempt(a) for a in row.history.order_by("number")], **stored_links(row),
     }  # fmt: skip
 
 
@@ -285,11 +322,7 @@ def dead_letter(letter: DeadLetter) -> dict[str, Any]:
 
 
 def queue(counts: QueueCounts) -> dict[str, Any]:
-    return {
-        "name": counts.queue, "paused": counts.paused, "queued": counts.queued, "scheduled": counts.scheduled,
-        "running": counts.running, "completed": counts.completed, "failed": counts.failed, "dead": counts.dead,
-        "dropped": counts.dropped, "cancelled": counts.cancelled,
-    }  # fmt: skip
+    return {"name": counts.queue, "paused": counts.paused, **counts.by_state()}
 
 
 def worker(info: WorkerInfo) -> dict[str, Any]:
@@ -298,7 +331,8 @@ def worker(info: WorkerInfo) -> dict[str, Any]:
         "active_threads": info.active_threads, "state": info.state, "started_at": iso(info.started_at),
         "heartbeat_at": iso(info.heartbeat_at), "processed": info.processed, "failed": info.failed,
         "current": info.current, "control": info.control, "busy": len(info.current),
-        "uptime_s": _uptime(info),
+        "uptime_s": _uptime(info), "gone_at": iso(info.gone_at), "gone_reason": info.gone_reason,
+        "jobs_taken_back": info.jobs_taken_back,
     }  # fmt: skip
 
 

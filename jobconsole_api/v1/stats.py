@@ -19,7 +19,7 @@ NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
 
 def _known_queue(call: Call) -> str | None:
     queue: str | None = call.params.get("queue")
-    if queue is not None and queue not in get_client().queries.queues():
+    if queue is not None and queue not in get_client().queries.queues.names():
         raise Problem(404, f"No queue {queue!r}: no job has used it.")
     return queue
 

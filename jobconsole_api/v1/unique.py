@@ -6,8 +6,7 @@ from jobconsole.core.client import MAX_UNIQUE_KEY
 from jobconsole.core.errors import JobNotFound, JobStateConflict
 from jobconsole.engine import get_client
 from jobconsole_api.problems import Problem
-from jobconsole_api.v1 import shapes
-from jobconsole_api.v1.common import queue_param
+from jobconsole_api.v1.common import live_shape, queue_param
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
 from jobconsole_api.v1.schema import obj, ref, string
 
@@ -32,7 +31,7 @@ def find_unique(call: Call) -> Reply:
     job = get_client().find_unique(call.params["queue"], call.params["key"])
     if job is None or not call.caller.visible([job]):
         raise _missing(call)
-    return Reply(200, shapes.live_job(job))
+    return Reply(200, live_shape(job))
 
 
 @operation(

@@ -62,6 +62,8 @@ WAITING = {"task": "apitest.add", "params": {"a": 1}, "delay": 600}  # scheduled
 UNIQUE_KEY = "matrix/reminder"
 MATRIX_WORKER = "matrix-host:1:abcdef"
 MATRIX_HOST = "matrix-host"
+WORKFLOW = {"steps": [{"name": "first", **WAITING}, {"name": "then", "task": "apitest.add", "params": {"a": 2},
+                                                    "after": ["first"]}]}  # fmt: skip
 
 
 @dataclass
@@ -156,6 +158,23 @@ class World:
     def unique_job(self) -> str:
         return str(self._once("unique", lambda: self.submit({**WAITING, "unique_key": UNIQUE_KEY})))
 
+    def own_workflow(self) -> str:
+        """A workflow of the queue apitest (its first step due in ten minutes, the second waiting for it), created
+        by the submit token through /api/v1: its own (the console's rows use `workflow`, made by the engine)."""
+
+        def make() -> str:
+            response = self.api("submit").post(f"{V}/workflows", json.dumps(WORKFLOW), content_type="application/json")
+            assert response.status_code == 201, ("setting up: the submit token's workflow", response.content[:300])
+            return str(response.json()["id"])
+
+        return str(self._once("own_workflow", make))
+
+    def listed_own_workflow(self) -> str:
+        """The submit token's workflow, mirrored (the list of workflows reads the mirror)."""
+        workflow_id = self.own_workflow()
+        self.mirrored()
+        return workflow_id
+
     def mirrored(self) -> None:
         """Copy Redis's changes to the database (the job search and the dead-letter lists read the mirror)."""
         from jobconsole.mirror.loop import Mirror
@@ -184,6 +203,23 @@ class World:
             return job_id
 
         return str(self._once("dead", make))
+
+    def workflow(self) -> str:
+        """A workflow of the queue apitest (b waits for a), mirrored (the workflow pages read the mirror)."""
+
+        def make() -> str:
+            from jobconsole.core import JobSpec
+            from jobconsole.core.workflows import Step
+            from jobconsole.engine import get_client
+
+            made = get_client().enqueue_workflow(
+                [Step("a", JobSpec(task="apitest.add", params={"a": 1})),
+                 Step("b", JobSpec(task="apitest.add", params={"a": 2}), after=["a"])], name="matrix",
+            )  # fmt: skip
+            self.mirrored()
+            return made.workflow_id
+
+        return str(self._once("workflow", make))
 
     # --- the rest ---
 
@@ -369,6 +405,7 @@ def still_waiting(world: World, caller: str, response: Any) -> None:
 
 V = "/api/v1"
 JOB = "<str:job_id>"
+WF = "<str:workflow_id>"
 EDIT = {"expected_state": "scheduled", "expected_attempts": 0, "priority": 3}
 
 
@@ -409,6 +446,21 @@ ROWS: list[Row] = [
     Row("DELETE", f"{V}/unique", send("DELETE", f"{V}/unique", None, lambda w: w.unique_job(), queue="apitest",
                                       key=UNIQUE_KEY),
         v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: a single-job route (by key)"),
+    # --- /api/v1: workflows (a submit token's own are those it created; a limited token's, every step inside) ---
+    Row("POST", f"{V}/workflows", send("POST", f"{V}/workflows", WORKFLOW),
+        v1(201, submit=201, read=403, limited=403)),
+    Row("GET", f"{V}/workflows", get(f"{V}/workflows", lambda w: w.listed_own_workflow()),
+        v1(200, submit=200, submit_other=200, read=200, limited=200), per_owner=True,
+        check=shows(lambda w: w.own_workflow(), to=OWNERS, not_to=OTHERS),
+        note="a submit token's own workflows, a limited token's whose every job is inside its limits"),
+    Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.own_workflow()}"),
+        v1(200, submit=200, submit_other=404, read=200, limited=404)),
+    Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/cancel"),
+        v1(200, submit=200, submit_other=404, read=403, limited=404)),
+    # choice (the brief of the workflows API): a submit token resubmits its own workflow's failed steps, as it
+    # cancels it (a single job's retry is operate's).
+    Row("POST", f"{V}/workflows/{WF}/resubmit", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/resubmit"),
+        v1(200, submit=200, submit_other=404, read=403, limited=404), note="choice: submit for its own workflow"),
     # --- /api/v1: queues, workers, flow ---
     Row("GET", f"{V}/queues", get(f"{V}/queues", waiting), v1(200, submit=403, read=200, limited=200, task_limited=403),
         check=shows(lambda w: '"apitest"', to=("read", "operate", "limited_in"), not_to=("limited",))),
@@ -576,6 +628,9 @@ ROWS: list[Row] = [
         form(lambda w: f"/jobs/{waiting(w)}/edit", {"params": '{"a": 2}', "priority": 1, "expected_state": "scheduled",
                                                     "expected_attempts": 0}),
         action()),
+    Row("GET", "/workflows/", get("/workflows/"), page()),
+    Row("GET", "/workflows/<str:workflow_id>/", get(lambda w: f"/workflows/{w.workflow()}/"), page()),
+    Row("POST", "/workflows/<str:workflow_id>/cancel", form(lambda w: f"/workflows/{w.workflow()}/cancel"), action()),
     Row("GET", "/running/", get("/running/"), page()),
     Row("GET", "/scheduled/", get("/scheduled/"), page()),
     Row("GET", "/schedules/", get("/schedules/"), page()),
@@ -603,7 +658,7 @@ ROWS: list[Row] = [
     Row("POST", "/bulk/<int:pk>/cancel", form(lambda w: f"/bulk/{w.operation()}/cancel"), action()),
     Row("POST", "/bulk/<int:pk>/resume", form(lambda w: f"/bulk/{w.paused_operation()}/resume"), action()),
     # plotly.js, a public static file served by the console (dashboards/views/assets.py): no data, no login.
-    Row("GET", "/assets/plotly-<str:version>.min.js", get(f"/assets/plotly-{PLOTLY_VERSION}.min.js"),
+    Row("GET", "/assets/plotly-basic-<str:version>.min.js", get(f"/assets/plotly-basic-{PLOTLY_VERSION}.min.js"),
         {c: 200 for c in CONSOLE_CALLERS}, note="a static file, public as /static/ is"),
     Row("GET", "/healthz", get("/healthz"), {c: 200 for c in CONSOLE_CALLERS}, note="a probe, open to everyone"),
 ]

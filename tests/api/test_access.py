@@ -65,7 +65,7 @@ def send(web: WebClient, method: str, path: str, body: Any = None, content_type:
 
 
 def waiting(queue: str) -> int:
-    counts = get_client().queries.counts(queue)
+    counts = get_client().queries.queues.counts(queue)
     return counts.queued + counts.scheduled
 
 
@@ -97,7 +97,7 @@ def test_walrus_changes_and_deletes_only_the_callers_own_jobs_and_audits_them(se
     edit = AuditLog.objects.get(action="edit_job")
     assert edit.actor == "api:billing" and edit.job_ids == [job_id] and edit.detail["changes"] == {"payload": "changed"}
     assert send(owner, "DELETE", f"/schedule/{job_id}").status_code == 200
-    assert get_client().queries.jobs_by_id([(BILLING, job_id)]) == [None]
+    assert get_client().queries.jobs.by_id([(BILLING, job_id)]) == [None]
     deleted = AuditLog.objects.get(action="delete")
     assert deleted.actor == "api:billing" and deleted.job_ids == [job_id]
 
@@ -183,7 +183,7 @@ def test_a_read_token_reads_everything_and_changes_nothing(seeds: Any) -> None:
         assert "'read'" in response.json()["detail"]
     job = get_client().get(job_id)
     assert job.state.value == "scheduled" and job.params == {"payload": "x"} and waiting(BILLING) == 1
-    assert not get_client().queries.counts(BILLING).paused and not AuditLog.objects.exists()
+    assert not get_client().queries.queues.counts(BILLING).paused and not AuditLog.objects.exists()
 
 
 # --- limits -----------------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_a_limited_token_sees_only_jobs_inside_its_limits(seeds: Any, mirror: An
     for path in ("/api/v1/workers", "/api/v1/flow", "/api/v1/schedules", "/metrics"):
         response = limited.get(path)
         assert response.status_code == 403 and "every queue" in response.json()["detail"], path
-    assert not get_client().queries.counts(OTHER).paused
+    assert not get_client().queries.queues.counts(OTHER).paused
 
 
 def test_limits_are_set_by_the_command_and_the_admin() -> None:

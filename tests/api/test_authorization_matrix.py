@@ -115,7 +115,9 @@ def test_every_route_and_method_has_a_row_and_every_row_a_route() -> None:
 
 
 def _names_a_job(row: Row) -> bool:
-    return any(part in row.route for part in ("<str:job_id>", "<str:task_id>", "/unique", "/tasks/cancel"))
+    return any(
+        part in row.route for part in ("<str:job_id>", "<str:task_id>", "<str:workflow_id>", "/unique", "/tasks/cancel")
+    )
 
 
 def test_every_row_has_an_answer_for_every_caller() -> None:

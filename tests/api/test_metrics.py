@@ -212,8 +212,8 @@ def test_a_cursor_far_behind_reads_the_minutes_after_it_from_redis(client: Clien
     r.hset(stats, mapping={f"{m}|enqueued|examples.echo": n for m, n in counts.items()})
     client.queries.store.register_queues(["examples.echo"])
     # A rollup that stopped 45 minutes ago: the minute before it is in the database, the rest only in Redis.
-    rollup.copy_minutes("examples.echo", client.queries.minute_counts("examples.echo", now - 50, now - 45), now - 50,
-                        now - 45)  # fmt: skip
+    minutes = client.queries.stats.minute_counts("examples.echo", now - 50, now - 45)
+    rollup.copy_minutes("examples.echo", minutes, now - 50, now - 45)
     assert totals.LIVE_LIMIT < 45
     submitted = {"type": "examples.echo", "priority": "all"}
     assert value(samples(scrape(token).content.decode()), "jobs_submitted_total", **submitted) == 15
@@ -226,7 +226,7 @@ def test_workers_are_counted_while_they_run(client: Client, r: Any, token: str) 
     from jobconsole.core import default_registry
 
     with worker_in_thread(r, default_registry, ["examples.echo", "emails"], concurrency=3):
-        wait_for(lambda: client.queries.workers())
+        wait_for(lambda: client.queries.workers.all())
         client.enqueue("examples.echo", {})
         found = samples(scrape(token).content.decode())
         assert value(found, "jobconsole_workers", state="running") == 1

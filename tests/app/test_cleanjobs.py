@@ -48,7 +48,7 @@ def test_clean_by_queue_state_and_time_includes_db_only_history(client, mirror, 
     mirror.drain()
     # Redis forgot the dead job (retention); the database still has it and its dead letter.
     r.delete(queue_keys("examples.fail").job(dead))
-    r.zrem(queue_keys("examples.fail").dead, dead)
+    r.zrem(queue_keys("examples.fail").sets["dead"], dead)
     Job.objects.filter(id=dead).update(in_redis=False)
     assert "0 job(s) would be removed" in _run(
         "--queue", "examples.fail", "--state", "dead", "--before", "1h", "--dry-run"

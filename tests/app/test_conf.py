@@ -1,6 +1,5 @@
 """The JOBCONSOLE settings: defaults, environment variables, explicit settings, and the system check."""
 
-import dataclasses
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, get_type_hints
@@ -58,7 +57,7 @@ def test_groups_merge_key_by_key(jc: Any, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_redis_retention_defaults_are_the_engines(jc: Any) -> None:
-    assert fresh()["RETENTION"] == dataclasses.asdict(Retention())
+    assert fresh()["RETENTION"] == Retention().as_dict()
     assert conf.retention() == Retention()
 
 

@@ -25,7 +25,7 @@ def _register(client: Any, worker_id: str, host: str, *, running: int = 1) -> No
 
 
 def _control(client: Any, worker_id: str) -> str:
-    return next(w.control for w in client.queries.workers() if w.id == worker_id)
+    return next(w.control for w in client.queries.workers.all() if w.id == worker_id)
 
 
 def test_workers_show_busy_threads_and_uptime_and_quiet_and_stop_need_operate(client, r):
@@ -47,7 +47,7 @@ def test_workers_show_busy_threads_and_uptime_and_quiet_and_stop_need_operate(cl
     assert done.status_code == 200 and "takes no new jobs" in done.content.decode()
     assert _control(client, "h1:7:aaaaaa") == "quiet" and "quiet requested" in done.content.decode()
     operator.post("/workers/control", {"host": "h1", "action": "stop"})
-    assert {w.id: w.control for w in client.queries.workers()} == {
+    assert {w.id: w.control for w in client.queries.workers.all()} == {
         "h1:7:aaaaaa": "stop", "h1:8:bbbbbb": "stop", "h2:9:cccccc": ""}  # fmt: skip
     records = list(AuditLog.objects.order_by("at").values_list("action", "reason", "detail", "count"))
     assert records == [
@@ -89,18 +89,18 @@ def test_limits_are_edited_audited_and_shown_beside_the_settings(client, r, sett
     assert "Change limits" in operator.get("/flow/").content.decode()
     done = operator.post("/flow/limit", {"queue": "examples.echo", "limit": "6", "reason": "more room"}, follow=True)
     assert done.status_code == 200 and "at most 6 running at once" in done.content.decode()
-    assert client.queries.flow_control().queue_limits == {"examples.echo": 6}
+    assert client.queries.queues.flow_control().queue_limits == {"examples.echo": 6}
     flow = done.context["limits"]
     assert flow == [{"queue": "examples.echo", "limit": 6, "running": 0, "full": False, "settings": 4,
                      "changed": True}]  # fmt: skip
     operator.post("/flow/group", {"group": "payments", "connections": "5", "requests": "100", "per": "1",
                                   "unit": "minute"})  # fmt: skip
-    [group] = client.queries.flow_control().groups
+    [group] = client.queries.queues.flow_control().groups
     assert (group.connections, group.requests, group.period_ms) == (5, 100, 60_000)
     page = operator.get("/flow/").content.decode()
     assert "100 a minute" in page and "2 at once, 10 a second" in page  # the live value and the settings' value
     operator.post("/flow/limit", {"queue": "examples.echo", "limit": "6", "lift": "1"})  # the Lift button
-    assert client.queries.flow_control().queue_limits == {}
+    assert client.queries.queues.flow_control().queue_limits == {}
     assert "lifted at run time" in operator.get("/flow/").content.decode()
     records = list(AuditLog.objects.order_by("at").values_list("action", "queue", "detail", "reason"))
     assert records == [
@@ -135,7 +135,7 @@ def test_a_bad_limit_changes_nothing_and_says_why(client, r, url, form, status, 
     response = web(*OPERATE).post(url, form)
     text = response.content.decode()
     assert response.status_code == status and message in text and "Nothing changed" in text, text[-3000:]
-    flow = client.queries.flow_control()
+    flow = client.queries.queues.flow_control()
     assert flow.queue_limits == {"examples.echo": 4} and [(g.name, g.connections) for g in flow.groups] == [
         ("payments", 2)]  # fmt: skip
     assert not AuditLog.objects.exists()

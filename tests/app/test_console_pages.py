@@ -7,11 +7,11 @@ import json
 import time
 from typing import Any
 
-import plotly
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
+from dashboards.views.assets import VERSION as PLOTLY_VERSION
 from jobconsole.core import task
 from jobconsole.models import AuditLog, DeadLetter
 from tests.helpers import claim
@@ -104,7 +104,7 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     refused = viewer.post(
         "/queues/examples.echo/pause", {"action": "pause"}, headers={"Referer": "http://testserver/queues/"}
     )
-    assert refused.status_code == 403 and not client.queries.is_paused("examples.echo")
+    assert refused.status_code == 403 and not client.queries.queues.is_paused("examples.echo")
     page = refused.content.decode()  # the console's refusal page, with the reason and a way back
     assert "Not allowed" in page and "pause" in page and 'href="http://testserver/queues/"' in page
     assert 'aria-current="page"' not in page and 'href="/queues/"' in page  # the console's navigation
@@ -116,10 +116,10 @@ def test_pause_and_resume_need_the_operate_permission_and_are_audited(client, r)
     assert operator.get("/queues/examples.echo/pause").status_code == 405  # a GET never changes anything
     response = operator.post("/queues/examples.echo/pause", {"action": "pause", "reason": "deploy"}, follow=True)
     assert response.status_code == 200 and "paused" in response.content.decode()
-    assert client.queries.is_paused("examples.echo")
+    assert client.queries.queues.is_paused("examples.echo")
     assert run_worker(r, ["examples.echo"]) == 0  # a paused queue is not worked
     operator.post("/queues/examples.echo/pause", {"action": "resume"})
-    assert not client.queries.is_paused("examples.echo")
+    assert not client.queries.queues.is_paused("examples.echo")
     records = list(AuditLog.objects.order_by("at").values_list("action", "queue", "reason"))
     assert records == [("pause", "examples.echo", "deploy"), ("resume", "examples.echo", "")]
 
@@ -188,6 +188,26 @@ def test_workers_page_shows_live_silent_and_gone_workers_with_their_jobs(client,
     assert "not heartbeating" in html and "✕ gone" in html and "web-1" in html and orphan.id in html
 
 
+def test_a_worker_declared_gone_keeps_its_record_with_when_and_why(client, r):
+    from jobconsole.core.lapse import LapseWatch
+
+    client.enqueue("examples.sleep", {"seconds": 5})
+    store = client.store
+    info = {"host": "web-9", "pid": 9191, "queues": "examples.sleep", "concurrency": 4, "state": "running",
+            "current": "[]", "processed": 1234, "failed": 5, "started_at": store.time_ms()}  # fmt: skip
+    store.register_worker("lost-worker", ttl_s=30, now_ms=store.time_ms(), info=info)
+    store.worker_beat("lost-worker", expiry_ms=300)
+    claim(r, "examples.sleep", 1, worker="lost-worker")
+    time.sleep(0.4)
+    assert LapseWatch(store, client.queries, ttl_ms=1000).step() == 1
+    page = web(*VIEW).get("/workers/")
+    [row] = page.context["rows"]
+    assert row.status == "gone" and row.info.jobs_taken_back == 1 and row.jobs == []
+    html = page.content.decode()
+    assert "✕ gone" in html and "web-9" in html and "9191" in html and "1,234" in html and "examples.sleep" in html
+    assert "no heartbeat for 0." in html and "1 job taken back" in html
+
+
 def test_audit_log_filters_and_pages(engine_settings):
     for i in range(60):
         AuditLog.objects.create(actor="alice" if i % 2 else "bob", action="retry", count=i)
@@ -228,7 +248,7 @@ def test_overview_charts_and_tasks_pages_show_what_the_workers_counted(client, r
         assert note["text"] == "pause examples.echo" and line["x0"] == note["x"], name
     assert page.context["health"].status in {"green", "yellow", "red"}
     text = page.content.decode()
-    assert 'class="chart"' in text and f"assets/plotly-{plotly.__version__}.min.js" in text
+    assert 'class="chart"' in text and f"assets/plotly-basic-{PLOTLY_VERSION}.min.js" in text
     live = browser.get("/", {"part": "live"}, headers={"HX-Request": "true"})
     assert b"overview-live" in live.content and b"chart-depth" not in live.content
     assert "Unknown range" in browser.get("/", {"range": "year"}).content.decode()

@@ -233,7 +233,7 @@ def test_depth_samples_keep_interval_maxima_and_end_with_the_live_queue(client, 
     # A second sample with more waiting, taken in another second.
     for _ in range(5):
         client.enqueue("examples.echo", {})
-    later = client.queries.gauges(["examples.echo"])[0]
+    later = client.queries.queues.gauges(["examples.echo"])[0]
     sampling.record([replace(later, at=later.at + timedelta(seconds=2))])
     raw = list(QueueSample.objects.filter(resolution=0).order_by("at").values_list("queued", "scheduled"))
     assert raw == [(1, 3), (6, 3)]

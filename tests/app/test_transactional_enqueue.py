@@ -105,3 +105,32 @@ def test_a_bad_call_is_refused_inside_the_transaction_not_at_commit(client: Clie
     with pytest.raises(ValueError), transaction.atomic():
         django_tasks.multiply.apply_async((1, 2), priority=42)  # priorities are 0..9
     assert waiting(client, django_tasks.multiply.queue) == 0
+
+
+@pytest.mark.parametrize("value", ["on_commit", "outbox"])
+def test_a_celery_canvas_waits_for_the_commit(settings: Any, client: Client, value: str) -> None:
+    from jobconsole.celery import AsyncResult, chain, group
+    from jobconsole.core import JobNotFound
+    from tests.celery_tasks import add, mul
+
+    mode(settings, value)
+
+    def sent(result: AsyncResult[Any]) -> bool:
+        try:
+            return bool(client.get(result.id))
+        except JobNotFound:
+            return False
+
+    with pytest.raises(Rollback), transaction.atomic():
+        dropped = [chain(add.s(1, 1), mul.s(2)).delay(), *group(add.s(1, 1), add.s(2, 2)).delay()]
+        raise Rollback
+    assert not any(sent(r) for r in dropped)
+    with transaction.atomic():
+        chained = chain(add.s(1, 1), mul.s(2)).delay()
+        grouped = group(add.s(1, 1), add.s(2, 2)).delay()
+        with pytest.raises(TypeError):  # checked now, inside the transaction
+            chain(add.s(1, 1), add.s(1, 2)).delay()
+        assert not sent(chained) and not any(sent(r) for r in grouped)
+    assert client.get(chained.id).state is JobState.WAITING and chained.parent is not None
+    assert client.get(chained.parent.id).state is JobState.QUEUED
+    assert [client.get(r.id).params["args"] for r in grouped] == [[1, 1], [2, 2]]

@@ -27,7 +27,7 @@ from tests.browser.support import ConsoleUsers, LiveConsole, Proc, Visitor, Work
 PAGES = {"/": "Overview", "/queues/": "Queues", "/jobs/": "Jobs", "/running/": "Running",
          "/scheduled/": "Scheduled", "/dead/": "Dead letters", "/workers/": "Workers", "/tasks/": "Tasks",
          "/flow/": "Flow control", "/schedules/": "Schedules", "/bulk/": "Bulk operations",
-         "/audit/": "Audit log"}  # fmt: skip
+         "/audit/": "Audit log", "/workflows/": "Workflows"}  # fmt: skip
 CHARTS = ("chart-depth", "chart-throughput", "chart-wait", "chart-run")
 PHONE = {"width": 390, "height": 844}
 
@@ -133,7 +133,7 @@ def test_keyboard_reaches_the_navigation_and_a_primary_action(
     operator.page.wait_for_load_state("networkidle")
     operator.screenshot("keyboard-paused")
     assert asked and asked[0].startswith("Pause examples.echo?")
-    assert console_server.client.queries.is_paused("examples.echo")
+    assert console_server.client.queries.queues.is_paused("examples.echo")
     assert operator.page.locator("button[value=resume]").count() == 1
     operator.assert_no_browser_errors()
 

@@ -74,9 +74,9 @@ def test_pages_and_actions_work_without_javascript(
     # An action is a plain form POST: without the script's confirmation dialog, the server still does it.
     tab.visit(f"/queues/{QUEUE}/", "nojs-queue")
     tab.click("button:has-text('Pause queue')", "nojs-queue-paused")
-    assert client.queries.is_paused(QUEUE) and "paused" in tab.page.locator(".messages").inner_text()
+    assert client.queries.queues.is_paused(QUEUE) and "paused" in tab.page.locator(".messages").inner_text()
     tab.click("button:has-text('Resume queue')", "nojs-queue-resumed")
-    assert not client.queries.is_paused(QUEUE)
+    assert not client.queries.queues.is_paused(QUEUE)
     held = client.enqueue(QUEUE, {"n": 1}).id
     wait_for_state(client, held, JobState.COMPLETED, 30, worker.output)
     tab.assert_no_browser_errors()

@@ -72,21 +72,21 @@ def test_quiet_and_stop_a_worker_and_edit_a_limit_from_the_console(
     group_form.locator("button").click()
     operator.page.wait_for_load_state("networkidle")
     assert "Group payments: at most 4 at once, 30 a minute." in operator.page.locator(".messages").inner_text()
-    [group] = client.queries.flow_control().groups
+    [group] = client.queries.queues.flow_control().groups
     assert (group.connections, group.requests, group.period_ms) == (4, 30, 60_000)
     new_limit = operator.page.locator("#flow-edit form[aria-label='A new queue limit']")
     new_limit.locator("select[name=queue]").select_option(QUEUE)
     new_limit.locator("input[name=limit]").fill("3")
     operator.click("#flow-edit button:has-text('Set queue limit')", "flow-limit-set")
     assert f"Queue {QUEUE}: at most 3 running at once." in operator.page.locator(".messages").inner_text()
-    assert client.queries.flow_control().queue_limits == {QUEUE: 3}
+    assert client.queries.queues.flow_control().queue_limits == {QUEUE: 3}
     row = operator.page.locator("#flow-live tr", has=operator.page.locator(f"a:text-is('{QUEUE}')")).inner_text()
     assert "0 of 3" in row and "edited" in row
     assert AuditLog.objects.filter(action="set_queue_limit", queue=QUEUE).exists()
     operator.click(
         "#flow-edit form[aria-label='Limit of queue examples.sleep'] button:has-text('Lift limit')", "flow-lifted"
     )
-    assert client.queries.flow_control().queue_limits == {}
+    assert client.queries.queues.flow_control().queue_limits == {}
     operator.assert_no_browser_errors()
 
 

@@ -33,7 +33,7 @@ def test_a_queue_paused_in_the_console_stops_being_worked_until_resumed(
     assert asked == [f"Pause {QUEUE}? Workers will take nothing from it until it is resumed."]
     assert operator.page.locator("h1 .badge:has(.icon-pause)").inner_text().strip() == "paused"
     assert "paused" in operator.page.locator(".messages").inner_text()
-    assert client.queries.is_paused(QUEUE)
+    assert client.queries.queues.is_paused(QUEUE)
 
     held = [client.enqueue(QUEUE, {"n": n}).id for n in range(1, 4)]
     # The worker keeps working other queues: once it ran a job enqueued after these, it has had its chance.
@@ -58,7 +58,7 @@ def test_a_queue_paused_in_the_console_stops_being_worked_until_resumed(
     operator.visit(f"/queues/{QUEUE}/")
     operator.click("button:has-text('Resume queue')", "queue-resumed")
     assert asked[-1] == f"Resume {QUEUE}?"
-    assert not client.queries.is_paused(QUEUE)
+    assert not client.queries.queues.is_paused(QUEUE)
     for job_id in held:
         wait_for_state(client, job_id, JobState.COMPLETED, 30, worker.output)
     operator.visit(f"/queues/{QUEUE}/?state=completed", "queue-drained")
@@ -146,7 +146,7 @@ def test_without_the_operate_permission_no_action_buttons_and_posts_are_refused(
     assert DeadLetter.objects.filter(job_id=dead, resubmitted_at=None).count() == 1
     assert client.get(dead, history=False).state is JobState.DEAD
     assert client.get(queued, history=False).state is JobState.QUEUED
-    assert client.queries.is_paused("examples.flaky") and not client.queries.is_paused(QUEUE)
+    assert client.queries.queues.is_paused("examples.flaky") and not client.queries.queues.is_paused(QUEUE)
 
     # The same posts by the admin do act (the refusals above are the permission's, not a broken form).
     response = admin.post(f"/jobs/{queued}/cancel", {})

@@ -35,7 +35,7 @@ def test_a_job_whose_worker_is_killed_shows_stalled_then_recovered(
     assert "Requeue now" not in row.inner_text(), "no requeue while the lease is valid"
 
     first.kill()  # SIGKILL: no goodbye, the lease stops being renewed
-    [deadline] = client.queries.lease_deadlines([("tests.record", job_id)])
+    [deadline] = client.queries.jobs.lease_deadlines([("tests.record", job_id)])
     assert deadline is not None
     wait_until(lambda: client.queries.now() > deadline, 10, "the lease to run out")
     time.sleep(1.1)  # so the page says "ran out 1 s ago" (not 0 s), for whoever reads the screenshot

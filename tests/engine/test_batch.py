@@ -98,7 +98,7 @@ def test_edit_job_resubmits_into_the_scheduled_set(client, r, registry):
     result = edit_job(client, job_id, expected_state="dead", resubmit=True,
                       run_at=datetime.now(UTC) + timedelta(minutes=5))  # fmt: skip
     assert result.status == "resubmitted" and result.state == "scheduled"
-    assert r.zscore(K.scheduled, job_id) is not None and r.zscore(K.dead, job_id) is None
+    assert r.zscore(K.scheduled, job_id) is not None and r.zscore(K.sets["dead"], job_id) is None
 
 
 def test_purge_deletes_only_jobs_still_dead(client, r, registry):

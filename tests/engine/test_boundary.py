@@ -1,5 +1,5 @@
 """The engine's Redis boundary: scripts declare their keys by name, and nothing outside the engine names a key
-or runs a script (the Django layer reads through queries.py and writes through the client and store)."""
+or runs a script (the Django layer reads through core/queries/ and writes through the client and store)."""
 
 import ast
 import re
@@ -62,7 +62,9 @@ def test_every_script_declares_keys_the_store_can_fill(name: str) -> None:
     assert declared, f"lua/{name}.lua declares no keys"
     if name in GLOBAL_SCRIPTS:
         return  # the store passes these keys itself
-    named = {"finished": queue_keys("emails").dead} if name == "trim" else {}
+    named = {"finished": queue_keys("emails").sets["dead"]} if name == "trim" else {}
+    if name.startswith("workflow"):  # a workflow's record, in the slot of its first step's queue
+        named = {"wf_record": queue_keys("emails").workflow("01J00000000000000000000000")}
     if name.startswith("group_"):  # a concurrency group's scripts: the group's own slot
         keys = list(group_script_keys(name, "payments"))
     elif named:

@@ -121,13 +121,13 @@ def test_operator_actions_and_figures_cover_every_node(
     assert client.delete_unique(queues[2], "only-one") == unique[2].id
     client.pause(queues[0])
     queries = Queries(Store(rc))
-    gauges = {g.queue: g for g in queries.gauges(queues)}
+    gauges = {g.queue: g for g in queries.queues.gauges(queues)}
     assert [gauges[q].scheduled for q in queues] == [0, 0, 1]
     assert [gauges[q].queued for q in queues] == [1, 1, 0]
     assert gauges[queues[0]].paused and not gauges[queues[1]].paused
     with worker_in_thread(rc, registry, queues, name="cluster-w1"):
         wait_for(lambda: client.counts(queues[1]).completed == 1)
-        assert [w.id for w in queries.workers()] == ["cluster-w1"]
+        assert [w.id for w in queries.workers.all()] == ["cluster-w1"]
         assert client.counts(queues[0]).queued == 1  # paused
         client.resume(queues[0])
         wait_for(lambda: client.counts(queues[0]).completed == 1)
@@ -178,7 +178,7 @@ def test_flow_control_spans_nodes(cluster: ClusterSetup, rc: "redis.Redis", regi
         stop.set()
         watcher.join()
     assert max(running) == 1
-    flow = Queries(Store(rc)).flow_control()
+    flow = Queries(Store(rc)).queues.flow_control()
     assert [g.name for g in flow.groups] == ["ext"] and flow.groups[0].in_use == 0
     assert flow.queue_limits == {queues[0]: 1}
 
@@ -195,6 +195,34 @@ def test_maintenance_promotes_and_recovers_on_every_node(
     assert maintenance.is_leader()
     maintenance.step()
     assert [client.counts(q).queued for q in queues] == [1, 1, 1]
+
+
+def test_a_gone_workers_jobs_are_taken_back_on_every_node(
+    cluster: ClusterSetup, rc: "redis.Redis", registry: TaskRegistry
+) -> None:
+    """The decision in the registry's slot, the takebacks in each queue's slot (three nodes), in one pass."""
+    from jobconsole.core.groups import Group
+    from jobconsole.core.keys import group_keys
+    from jobconsole.core.store import WorkerIdentity
+
+    queues = spread(cluster, per_node=1, prefix="g")
+    client = Client(rc, registry)
+    client.define_group(Group("gone-ext", connections=1))
+    store = Store(rc)
+    info = {"host": "h", "pid": 1, "queues": ",".join(queues), "state": "running"}
+    assert store.register_worker("dead", ttl_s=30, now_ms=store.time_ms(), info=dict(info)) == ""  # no control
+    assert store.worker_beat("dead", expiry_ms=300)
+    identity = WorkerIdentity("dead", "h", 1)
+    for q in queues:
+        client.enqueue("t.ok", queue=q)
+        assert len(store.run(store.claim_call(q, identity, 1, idle_ms=0)).leases) == 1
+    assert store.group_acquire("gone-ext", 1, holder="dead", lease_ms=300_000, queue=queues[0]).tokens
+    time.sleep(0.4)
+    maintenance = Maintenance(rc)
+    assert maintenance.step() == 3
+    assert [client.counts(q).queued for q in queues] == [1, 1, 1]
+    assert rc.zcard(group_keys("gone-ext").slots) == 0
+    assert {w.id: w for w in client.queries.workers.all()}["dead"].jobs_taken_back == 3
 
 
 def test_enqueue_waits_for_a_replica_on_every_node(
@@ -238,3 +266,25 @@ def test_runworker_serves_queues_on_every_node_without_polling(
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
     assert idle_share < 0.05, f"idle worker used {idle_share:.1%} of a core"
+
+
+def test_a_workflow_in_one_queue_runs_on_a_cluster_and_one_across_queues_is_refused(
+    rc: "redis.Redis", registry: TaskRegistry
+) -> None:
+    from jobconsole.core.compose import chord
+    from jobconsole.core.workflows import InvalidWorkflow, Step
+
+    client = Client(rc, registry)
+    before = rc.dbsize()
+    with pytest.raises(InvalidWorkflow, match="share one"):
+        client.enqueue_workflow([Step("a", JobSpec(task="t.ok")), Step("b", JobSpec(task="t.ok", queue="other"))])
+    assert rc.dbsize() == before
+    flow = chord([JobSpec(task="t.ok", params={"x": i}) for i in range(20)], JobSpec(task="t.ok"), pass_results=None)
+    made = client.enqueue_workflow(flow)
+    run_burst(rc, registry, ["q"])
+    view = client.queries.workflows.get(made.workflow_id, made.queue)
+    assert view is not None and view.counts() == {"completed": 21}
+    a = client.enqueue("t.ok", {"x": 1})
+    b = client.enqueue("t.ok", {"x": 2}, depends_on=[a])
+    run_burst(rc, registry, ["q"])
+    assert client.get(b.id).state is JobState.COMPLETED

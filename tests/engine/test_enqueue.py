@@ -185,10 +185,12 @@ def test_every_key_of_a_queue_shares_one_cluster_slot() -> None:
     from redis.crc import key_slot
 
     k = queue_keys("emails")
-    names = [getattr(k, f) for f in k.__slots__ if f not in ("queue", "job_prefix", "inbox_prefix")]
+    names = [getattr(k, f) for f in k.__slots__ if f not in ("queue", "job_prefix", "inbox_prefix", "sets")]
+    names += list(k.sets.values())
     names += [k.job("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.attempts("01ARZ3NDEKTSV4RRFFQ69G5FAV"), k.inbox("host:1:abc")]
-    names += [k.held("payments")]
-    assert len(names) == 22
+    names += [k.held("payments"), k.workflow("01ARZ3NDEKTSV4RRFFQ69G5FAV")]
+    # the state sets, ten other keys, a job's two, an inbox, a held set, a workflow's record
+    assert len(set(names)) == 15 + len(k.sets)
     assert len({key_slot(n.encode()) for n in names}) == 1
 
 

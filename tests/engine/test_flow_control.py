@@ -311,7 +311,7 @@ def test_held_jobs_are_listed_with_the_queued_ones_in_claim_order(r: "redis.Redi
     ]
     listed, cursor = [], None
     while True:
-        page = client.queries.jobs("q", JobState.QUEUED, cursor=cursor, limit=2)
+        page = client.queries.jobs.page("q", JobState.QUEUED, cursor=cursor, limit=2)
         listed += [job.id for job in page.jobs]
         if page.next_cursor is None:
             break

@@ -11,7 +11,7 @@ import redis
 
 from jobconsole.core import Client, JobState, TaskRegistry, metrics
 from jobconsole.core.keys import queue_keys
-from jobconsole.core.queries import MinuteStat
+from jobconsole.core.queries.statistics import MinuteStat
 from jobconsole.core.store import Store, WorkerIdentity
 from tests.helpers import claim, complete, run_burst, wait_for, worker_in_thread
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
@@ -22,7 +22,7 @@ MS = [-5, 0, 0.5, 1, 1.5, 2, 3, 4, 7, 8, 1023, 1024, 1025, 2**21 - 1, 2**21, 2**
 def stats_by_metric(client: Client, queue: str = "q", task: str = "t.ok") -> Counter[str]:
     """Every counter of the task, summed over the minutes (the tests run within a minute or two)."""
     totals: Counter[str] = Counter()
-    for s in client.queries.stats(queue):
+    for s in client.queries.stats.minutes(queue):
         if s.task != task:
             continue
         if s.metric == metrics.RETRY_MAX:
@@ -33,10 +33,10 @@ def stats_by_metric(client: Client, queue: str = "q", task: str = "t.ok") -> Cou
 
 
 def test_lua_and_python_put_a_duration_in_the_same_bucket(r: "redis.Redis") -> None:
-    from jobconsole.core.scripts import LUA_DIR
+    from jobconsole.core.scripts import LUA_DIR, PRELUDE
 
     source = (
-        metrics.LUA_CONSTANTS
+        PRELUDE
         + (LUA_DIR / "_lib.lua").read_text()
         + ("\nlocal out = {}\nfor i = 1, #ARGV do out[i] = hist_bucket(tonumber(ARGV[i])) end\nreturn out")
     )
@@ -164,21 +164,21 @@ def test_minute_reads_by_name_and_by_range(r: "redis.Redis", client: Client) -> 
     minute = client.queries.now_ms() // 60_000
     stats = r.hgetall(queue_keys("q").stats)
     r.hset(queue_keys("q").stats, mapping={f"{minute - 90}|completed|t.ok": 7, f"{minute - 9}|completed|t.ok": 5})
-    named = client.queries.minute_values("q", [minute, minute - 9], ["t.ok", "t.none"], ["completed", "enqueued"])
+    named = client.queries.stats.minute_values("q", [minute, minute - 9], ["t.ok", "t.none"], ["completed", "enqueued"])
     assert sorted((s.metric, s.value) for s in named) == [("completed", 1), ("completed", 5), ("enqueued", 1)]
     nine_back = datetime.fromtimestamp((minute - 9) * 60, tz=UTC)
     assert MinuteStat(nine_back, "completed", "t.ok", 5) in named
-    ranged = client.queries.minute_counts("q", minute - 10, minute)
+    ranged = client.queries.stats.minute_counts("q", minute - 10, minute)
     now = datetime.fromtimestamp(minute * 60, tz=UTC)
     raw = {f.split("|")[1] for f in stats}
     assert {s.metric for s in ranged if s.minute == now} == raw | {"started", "completed"}  # with the totals
     assert [s for s in ranged if s.minute != now] == [MinuteStat(nine_back, "completed", "t.ok", 5)]
-    assert [s.value for s in client.queries.minute_counts("q", minute - 90, minute - 90)] == [7]
-    assert client.queries.minute_counts("q", minute, minute - 1) == []
+    assert [s.value for s in client.queries.stats.minute_counts("q", minute - 90, minute - 90)] == [7]
+    assert client.queries.stats.minute_counts("q", minute, minute - 1) == []
 
 
 def test_gauges_find_the_oldest_waiting_job_across_priorities(r: "redis.Redis", client: Client) -> None:
-    [empty] = client.queries.gauges(["q"])
+    [empty] = client.queries.queues.gauges(["q"])
     assert (empty.queued, empty.oldest_waiting_since, empty.oldest_wait, empty.overdue) == (0, None, None, 0)
     low = client.enqueue("t.ok", priority=5).id  # the oldest, but last in line
     Store(r).drain("q")
@@ -187,7 +187,7 @@ def test_gauges_find_the_oldest_waiting_job_across_priorities(r: "redis.Redis", 
     client.enqueue("t.ok", priority=0)
     client.enqueue("t.ok", priority=-3)
     client.enqueue("t.ok", delay=60)
-    [g] = client.queries.gauges(["q"])
+    [g] = client.queries.queues.gauges(["q"])
     assert (g.queued, g.scheduled, g.running, g.dead, g.paused) == (3, 1, 0, 0, False)
     assert g.oldest_wait is not None and 60 <= g.oldest_wait < 70
     assert g.oldest_waiting_since == client.get(low).enqueued_at
@@ -200,16 +200,16 @@ def test_gauges_count_overdue_running_jobs_and_the_intake(r: "redis.Redis", clie
     k = queue_keys("q")
     now = client.queries.now_ms()
     r.zadd(k.active, {leases[0].id: now - 30_000})  # its lease ran out 30 s ago
-    [g] = client.queries.gauges(["q"], grace_ms=10_000)
+    [g] = client.queries.queues.gauges(["q"], grace_ms=10_000)
     assert (g.running, g.overdue, g.queued) == (2, 1, 1)
-    [strict] = client.queries.gauges(["q"], grace_ms=60_000)
+    [strict] = client.queries.queues.gauges(["q"], grace_ms=60_000)
     assert strict.overdue == 0
     # A job a fast enqueue left in the intake is waiting too, since its acceptance.
     store = Store(r, events_maxlen=1000)
     store.run(store.claim_call("q", WorkerIdentity("w", "h", 1), 5, idle_ms=0))  # the ready set is empty now
     client.enqueue("t.ok")  # a single job, no worker idle: it only goes into the intake
     assert r.xlen(k.intake) == 1
-    [g] = client.queries.gauges(["q"])
+    [g] = client.queries.queues.gauges(["q"])
     assert g.queued == 1 and g.oldest_wait is not None and g.oldest_wait < 5
 
 

@@ -92,4 +92,4 @@ def test_a_cancel_asked_while_it_ran_wins_over_its_replace(r: "redis.Redis") -> 
         assert client.cancel(job.id) == "requested"
         ended = wait_for(lambda: (j := client.get(job.id)).state is JobState.CANCELLED and j, 10)
     assert [a.outcome for a in ended.history] == ["cancelled"]
-    assert not r.hexists(K.unique, "again") and r.zscore(K.cancelled, job.id) is not None
+    assert not r.hexists(K.unique, "again") and r.zscore(K.sets["cancelled"], job.id) is not None

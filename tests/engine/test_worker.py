@@ -117,7 +117,7 @@ def test_success_records_result_and_one_attempt(r: "redis.Redis", client: Client
     [attempt] = job.history
     assert attempt.outcome == "completed" and attempt.attempt == 1 and attempt.pid > 0 and attempt.host
     assert attempt.started_at and attempt.ended_at and attempt.started_at <= attempt.ended_at
-    assert r.zscore(queue_keys("q").completed, job_id) is not None
+    assert r.zscore(queue_keys("q").sets["completed"], job_id) is not None
     assert r.zcard(queue_keys("q").active) == 0
 
 
@@ -136,7 +136,7 @@ def test_failures_retry_with_backoff_then_dead_letter_with_full_history(
     gaps = [(b.started_at - a.ended_at).total_seconds() for a, b in zip(job.history, job.history[1:], strict=False)]  # type: ignore[operator]
     assert all(g >= 0.05 for g in gaps)  # never before the backoff
     assert job.last_error and job.last_error["error_class"].endswith("Boom")
-    assert r.zscore(queue_keys("q").dead, job_id) is not None
+    assert r.zscore(queue_keys("q").sets["dead"], job_id) is not None
 
 
 def test_only_listed_exceptions_retry(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
@@ -183,7 +183,7 @@ def test_discard_policy_ends_failed_not_dead(r: "redis.Redis", client: Client, r
     job_id = client.enqueue("t.discard").id
     run_burst(r, registry, ["q"])
     assert client.get(job_id).state is JobState.FAILED
-    assert r.zcard(queue_keys("q").dead) == 0
+    assert r.zcard(queue_keys("q").sets["dead"]) == 0
 
 
 def test_timeouts_interrupt_sync_and_async_tasks(r: "redis.Redis", client: Client, registry: TaskRegistry) -> None:
@@ -334,7 +334,7 @@ def test_a_job_asked_to_cancel_whose_worker_died_ends_cancelled_not_requeued(r: 
     assert Maintenance(r).recover("q") == 1
     job = client.get(job_id)
     assert job.state is JobState.CANCELLED and [a.outcome for a in job.history] == ["worker_lost"]
-    assert client.counts("q").queued == 0 and r.zscore(k.cancelled, job_id) is not None
+    assert client.counts("q").queued == 0 and r.zscore(k.sets["cancelled"], job_id) is not None
     assert client.enqueue("t.ok", unique_key="only-one").created  # its unique key was let go
 
 

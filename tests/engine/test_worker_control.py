@@ -8,8 +8,11 @@ import time
 import pytest
 import redis
 
-from jobconsole.core import Client, JobState, TaskRegistry, Worker
+from jobconsole.core import Client, JobState, TaskRegistry, Worker, keys
 from jobconsole.core.keys import worker_key
+from jobconsole.core.lapse import LapseWatch
+from jobconsole.core.queries import Queries
+from jobconsole.core.store import Store
 from jobconsole.core.worker.registry import REGISTRY_EVERY_S
 from tests.helpers import wait_for, worker_in_thread
 
@@ -38,7 +41,7 @@ def closed_gate() -> None:
 
 
 def _state(client: Client, worker_id: str) -> str:
-    return next((w.state for w in client.queries.workers() if w.id == worker_id), "absent")
+    return next((w.state for w in client.queries.workers.all() if w.id == worker_id), "absent")
 
 
 def test_a_quieted_worker_finishes_its_job_claims_nothing_and_resumes(r: "redis.Redis", registry: TaskRegistry) -> None:
@@ -55,7 +58,7 @@ def test_a_quieted_worker_finishes_its_job_claims_nothing_and_resumes(r: "redis.
         wait_for(lambda: client.get(running).state is JobState.COMPLETED)
         time.sleep(1.0)  # a second of a quiet worker with a free thread and a job waiting
         assert client.get(waiting).state is JobState.QUEUED
-        wait_for(lambda: [w.current for w in client.queries.workers() if w.id == worker.id] == [[]], timeout=5)
+        wait_for(lambda: [w.current for w in client.queries.workers.all() if w.id == worker.id] == [[]], timeout=5)
         assert client.get(waiting).state is JobState.QUEUED
         assert client.control_workers([worker.id], "resume") == {worker.id: "done"}
         wait_for(lambda: client.get(waiting).state is JobState.COMPLETED, timeout=REGISTRY_EVERY_S * 3)
@@ -99,7 +102,7 @@ def test_controls_reach_live_workers_only_and_by_host(r: "redis.Redis", registry
         worker_in_thread(r, registry, ["cq"], host="host-a") as a2,
         worker_in_thread(r, registry, ["cq"], host="host-b") as b,
     ):
-        wait_for(lambda: len(client.queries.workers()) == 3)
+        wait_for(lambda: len(client.queries.workers.all()) == 3)
         assert client.control_host("host-a", "quiet") == {a1.id: "done", a2.id: "done"}
         assert client.control_host("host-c", "quiet") == {}
         wait_for(lambda: {_state(client, w.id) for w in (a1, a2)} == {"quiet"}, timeout=REGISTRY_EVERY_S * 3)
@@ -120,3 +123,27 @@ def test_a_worker_started_under_a_stopped_workers_name_runs(r: "redis.Redis", re
         wait_for(lambda: client.get(job).state is JobState.COMPLETED)
         time.sleep(REGISTRY_EVERY_S + 0.5)
         assert _state(client, "fixed-name") == "running"
+
+
+def test_a_quiet_worker_declared_gone_stays_quiet_under_its_new_id(r: "redis.Redis", registry: TaskRegistry) -> None:
+    """The operator quieted the process, not its id: declared gone (a pause past its expiry), it goes on as
+    <id>~2 (worker/dispatcher.py's _rejoin) and still claims nothing until resumed."""
+    client = Client(r, registry)
+    store = Store(r)
+    with worker_in_thread(r, registry, ["cq"], concurrency=2) as worker:
+        old_id = worker.id
+        wait_for(lambda: _state(client, old_id) == "running")
+        assert client.control_workers([old_id], "quiet") == {old_id: "done"}
+        wait_for(lambda: _state(client, old_id) == "quiet", timeout=REGISTRY_EVERY_S * 3)
+        r.zadd(keys.ALIVE, {old_id: 0})  # its deadline passed: the next scan declares it gone
+        assert LapseWatch(store, Queries(store), ttl_ms=1000).step() >= 0
+        new_id = f"{old_id}~2"
+        wait_for(lambda: _state(client, new_id) == "quiet", timeout=10)
+        assert _state(client, old_id) == "gone"
+        assert {w.id: w.control for w in client.queries.workers.all()}[new_id] == "quiet"
+        waiting = client.enqueue("c.quick", {}).id
+        time.sleep(1.0)  # a second of a quiet worker with free threads and a job waiting
+        assert client.get(waiting).state is JobState.QUEUED
+        assert client.control_workers([new_id], "resume") == {new_id: "done"}
+        wait_for(lambda: client.get(waiting).state is JobState.COMPLETED, timeout=REGISTRY_EVERY_S * 3)
+        assert client.get(waiting).worker == new_id

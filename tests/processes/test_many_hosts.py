@@ -91,7 +91,7 @@ def test_three_worker_hosts_and_two_web_servers_share_one_database_and_redis(red
         client = Client(connect(redis_url))
 
         def registered() -> dict[str, str]:
-            return {w.host: w.id for w in client.queries.workers() if w.state == "running"}
+            return {w.host: w.id for w in client.queries.workers.all() if w.state == "running"}
 
         ids = wait_until(lambda: (r := registered()).keys() == set(HOSTS) and r, 60, "three hosts", lambda: logs(paths))
         assert all(ids[host].startswith(f"{host}:{workers[host].pid}:") for host in HOSTS)

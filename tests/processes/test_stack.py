@@ -65,7 +65,9 @@ class Stack:
 
         def running() -> list[str]:
             # Each runworker also registers its system worker (the bulk operations' queue): not counted here.
-            ids = [w.id for w in self.client.queries.workers() if w.state == "running" and w.queues != [SYSTEM_QUEUE]]
+            ids = [
+                w.id for w in self.client.queries.workers.all() if w.state == "running" and w.queues != [SYSTEM_QUEUE]
+            ]
             return ids if len(ids) == count else []
 
         return wait_until(running, STARTUP_S, f"{count} running workers", self.output)
@@ -168,8 +170,8 @@ def test_two_workers_and_the_demo_run_apart_and_sigterm_stops_everything(start_s
     # The two workers leave the system queue to a runworker of its own, as the Procfile does.
     assert len(workers) == 3 and sum("--no-system-worker" in cmd for cmd in workers) == 3, workers
     assert [cmd for cmd in workers if f"--queues {SYSTEM_QUEUE}" in cmd], workers
-    assert stack.client.queries.workers() and any(
-        w.queues == [SYSTEM_QUEUE] for w in stack.client.queries.workers() if w.state == "running"
+    assert stack.client.queries.workers.all() and any(
+        w.queues == [SYSTEM_QUEUE] for w in stack.client.queries.workers.all() if w.state == "running"
     )
     assert any(" demo" in cmd for cmd in processes.values())
     # The database mirror runs in a process of its own, as the Procfile has it, and no worker runs it.

@@ -2,10 +2,16 @@
 (function () {
   "use strict";
 
-  // The operator's time zone, for the server to render exact times in (dashboards/middleware.py).
+  // The operator's time zone, for the server to render exact times in (dashboards/operator_time.py). A page
+  // its request rendered without the cookie, in another zone (the first one after a login), is fetched again
+  // once: by then the cookie is set, and it is not asked again, so a zone the server lacks cannot loop.
   var zone = (Intl.DateTimeFormat().resolvedOptions() || {}).timeZone;
   if (zone && document.cookie.indexOf("jc_tz=" + zone) === -1) {
     document.cookie = "jc_tz=" + zone + "; path=/; max-age=31536000; samesite=lax";
+    var rendered = document.documentElement.getAttribute("data-zone");
+    if (rendered && rendered !== zone && document.cookie.indexOf("jc_tz=" + zone) !== -1) {
+      window.location.replace(window.location.href);  // a GET, never a form posted again
+    }
   }
 
   // Relative ages ("3 min ago") stay current without asking the server.
@@ -59,20 +65,27 @@
       if (!source) return;
       var figure = JSON.parse(source.textContent);
       var text = cssVar("--text"), line = cssVar("--line"), muted = cssVar("--muted");
+      var data = figure.data || [];
+      // Time charts get margins sized for what they hold (two-line date ticks, under them the legend plotly shows
+      // for more than one trace, y labels such as "0.0008" beside their title) rather than plotly's automargin,
+      // which draws a chart twice (once to measure, again with the margins found): half the overview's drawing
+      // time. A histogram's category axis (bucket names of any length, rotated) keeps automargin.
+      var time = !!(figure.layout && figure.layout.xaxis && figure.layout.xaxis.type === "date");
+      var margin = time ? { l: 56, r: 12, t: 16, b: data.length > 1 ? 72 : 44 } : { l: 48, r: 12, t: 8, b: 36 };
       var layout = Object.assign({
         paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
         font: { color: text, family: "system-ui, sans-serif", size: 12 },
-        margin: { l: 48, r: 12, t: 8, b: 36 }, hovermode: "x unified",
-        // The legend sits at the bottom of the chart's box (plotly makes room for it) and the axes make room for
-        // their labels: a legend placed under the plot overlapped the date line of the time axis, and long tick
-        // labels ran into the axis title (seen in the browser tests' screenshots).
+        margin: margin, hovermode: "x unified",
+        // The legend sits at the bottom of the chart's box, below the axis's labels: a legend placed under the
+        // plot overlapped the date line of the time axis, and long tick labels ran into the axis title (seen in
+        // the browser tests' screenshots).
         legend: { orientation: "h", yref: "container", y: 0, yanchor: "bottom", font: { color: muted } },
       }, figure.layout || {});
       ["xaxis", "yaxis", "yaxis2"].forEach(function (axis) {
         if (axis === "yaxis2" && !layout.yaxis2) return;
-        layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line, automargin: true }, layout[axis] || {});
+        layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line, automargin: !time }, layout[axis] || {});
       });
-      window.Plotly.react(div, figure.data || [], layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
+      window.Plotly.react(div, data, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
     });
   }
   document.addEventListener("DOMContentLoaded", function () { drawCharts(); refreshAges(); });

@@ -50,7 +50,7 @@ local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
   local priority = redis.call('HGET', job_key, 'priority') or '0'
   local seq = redis.call('INCR', seq_key)
   redis.call('ZADD', ready_key, ready_score(priority, seq), job_id)
-  redis.call('HSET', job_key, 'state', 'queued', 'ready_at', now)
+  redis.call('HSET', job_key, 'state', QUEUED, 'ready_at', now)
   redis.call('LPUSH', wake_key, '1')
   redis.call('LTRIM', wake_key, 0, 999)
 end
@@ -87,7 +87,7 @@ local function promote_due(prefix, scheduled_key, ready_key, seq_key, wake_key, 
     local job_key = prefix .. job_id
     if redis.call('EXISTS', job_key) == 1 then
       make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
-      emit(events_key, maxlen, job_id, 'promoted', 'queued')
+      emit(events_key, maxlen, job_id, 'promoted', QUEUED)
     end
   end
   return #due
@@ -115,7 +115,7 @@ local function leased_reply(job_id, token, h, attempt, now)
           h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}
 end
 local function lease_values(attempt, token, worker, host, pid, now)
-  return 'attempts', attempt, 'state', 'running', 'token', token, 'worker', worker, 'host', host, 'pid', pid,
+  return 'attempts', attempt, 'state', RUNNING, 'token', token, 'worker', worker, 'host', host, 'pid', pid,
          'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
 end
 local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset)
@@ -134,7 +134,7 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
     local unique_key = string.sub(active_key, 1, -7) .. 'unique'
     if redis.call('HGET', unique_key, h.unique_key) == job_id then redis.call('HDEL', unique_key, h.unique_key) end
   end
-  emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', attempt, 'worker', worker})
+  emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', attempt, 'worker', worker})
   return leased_reply(job_id, token, h, attempt, now)
 end
 
@@ -181,14 +181,14 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
-    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', 'queued', 'id', job_id, unpack(fields, 3))
-    emit(events_key, maxlen, job_id, 'enqueued', 'queued')
+    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
+    emit(events_key, maxlen, job_id, 'enqueued', QUEUED)
     local minute = math.floor(at / 60000)
     if fields[1] == 'leased' then
       local h = {}
       for f = 7, #fields - 1, 2 do h[fields[f]] = fields[f + 1] end
       redis.call('ZADD', active_key, tonumber(h.started_at) + tonumber(h.lease_ms or 30000), job_id)
-      emit(events_key, maxlen, job_id, 'started', 'running', {'attempt', h.attempts, 'worker', h.worker})
+      emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', h.attempts, 'worker', h.worker})
       local started = minute .. '|started|' .. task  -- waited 0 ms: nothing to add to wait_ms
       counts[started] = (counts[started] or 0) + 1
     else
@@ -252,4 +252,50 @@ local function group_touch(slots_key, seen_key, now)
     for i = 1, #lapsed, 2 do redis.call('ZADD', slots_key, tonumber(lapsed[i + 1]) + (now - seen), lapsed[i]) end
   end
   redis.call('SET', seen_key, now)
+end
+
+-- A span of Redis ms in words, for messages an operator reads ("3.2 s", "12 s").
+local function seconds_words(ms)
+  if ms < 10000 then return string.format('%.1f s', ms / 1000) end
+  return string.format('%d s', math.floor(ms / 1000 + 0.5))
+end
+
+-- Take a running job away from its worker (recover.lua: its lease ran out; takeback.lua: its worker stopped
+-- heartbeating): the attempt closed as `worker_lost` with `message`, the token cleared (so the worker's late
+-- heartbeat, ack or failure is refused), then requeued while attempts remain, dead-lettered (or failed) when
+-- they are used up, or cancelled when an operator had asked to cancel it. `k`: the queue's active, ready, dead,
+-- failed, unique, events, wake, seq, stats and cancelled keys. Returns 'requeued', 'ended', or nil (not running).
+local function lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  redis.call('ZREM', k.active, job_id)
+  local job_key = prefix .. job_id
+  local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'task', 'cancel_requested',
+                       'kids')
+  if f[1] ~= RUNNING then return nil end
+  local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
+  redis.call('HSET', job_key, 'token', '', 'last_error',
+             cjson.encode({error_class = 'WorkerLost', message = message, at = now, outcome = 'worker_lost'}))
+  count(k.stats, now, 'lost', f[5] or '')
+  if f[6] == '1' then
+    -- Asked to stop while its worker was alive: requeuing it would run it again, and the next claim would
+    -- clear the request.
+    redis.call('ZADD', k.cancelled, now, job_id)
+    redis.call('HSET', job_key, 'state', CANCELLED, 'finished_at', now)
+    release_unique(k.unique, job_key, job_id)
+    finish(job_key, ttl)
+    emit(k.events, maxlen, job_id, 'cancelled', CANCELLED, {'entry', entry})
+    return 'ended', CANCELLED, f[7]
+  elseif tonumber(f[2]) <= tonumber(f[3]) then
+    note_retry(k.stats, now, f[5] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
+    make_ready(job_key, job_id, k.ready, k.seq, k.wake, now)
+    emit(k.events, maxlen, job_id, 'recovered', QUEUED, {'entry', entry})
+    return 'requeued'
+  end
+  local state = (f[4] == 'discard') and FAILED or DEAD
+  redis.call('ZADD', (state == DEAD) and k.dead or k.failed, now, job_id)
+  if state == DEAD then count(k.stats, now, 'dead', f[5] or '') end  -- as fail.lua counts its dead
+  redis.call('HSET', job_key, 'state', state, 'finished_at', now)
+  release_unique(k.unique, job_key, job_id)
+  if state ~= DEAD then finish(job_key, ttl) end
+  emit(k.events, maxlen, job_id, state, state, {'entry', entry})
+  return 'ended', state, f[7]
 end

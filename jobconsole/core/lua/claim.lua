@@ -32,7 +32,7 @@ if idle_key then
     for _, payload in ipairs(handed) do
       local leased = cjson.decode(payload)  -- as lease() returned it: id, token, ...
       local current = redis.call('HMGET', prefix .. leased[1], 'token', 'state')
-      if current[1] == leased[2] and current[2] == 'running' then out[#out + 1] = leased end
+      if current[1] == leased[2] and current[2] == RUNNING then out[#out + 1] = leased end
     end
   end
 end

@@ -1,10 +1,12 @@
 #!lua flags=allow-oom
 -- Acknowledge finished jobs (success), each only if its lease token is still current.
 -- KEYS: active completed unique events stats drain
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms (0 = keep)  ARGV[4] number of jobs
 -- then per job: id, token, result (JSON), runtime_ms
 -- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
 -- (the lease was lost; this worker must not overwrite the new owner's result).
+-- A job with dependents releases them here (lua/_deps.lua).
 local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
@@ -14,19 +16,20 @@ for j = 0, n - 1 do
   local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
   local job_key = prefix .. job_id
   local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'worker', 'host', 'pid',
-                       'started_at', 'unique_key', 'enqueued_at')
+                       'started_at', 'unique_key', 'enqueued_at', 'kids')
   if f[1] ~= token then
     out[#out + 1] = 0
-  elseif f[2] ~= 'running' then
-    out[#out + 1] = (f[2] == 'completed') and 2 or 0
+  elseif f[2] ~= RUNNING then
+    out[#out + 1] = (f[2] == COMPLETED) and 2 or 0
   else
     local entry = close_attempt(job_key, now, 'completed', nil, {f[4], f[5], f[6], f[7], f[8]})
-    redis.call('HSET', job_key, 'state', 'completed', 'finished_at', now, 'result', result)
+    redis.call('HSET', job_key, 'state', COMPLETED, 'finished_at', now, 'result', result)
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('ZADD', KEYS[2], now, job_id)
     release_unique(KEYS[3], job_key, job_id, f[9] or '')
     finish(job_key, ttl)
-    emit(KEYS[4], maxlen, job_id, 'completed', 'completed', {'entry', entry})
+    emit(KEYS[4], maxlen, job_id, 'completed', COMPLETED, {'entry', entry})
+    if f[11] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen) end
     local task = f[3] or ''
     local ran = tonumber(ms) or 0
     local b, th = 0, hist[task]

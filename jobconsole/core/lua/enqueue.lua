@@ -55,14 +55,14 @@ if ARGV[5] == '1' then
       local inbox = ARGV[3] .. worker
       redis.call('RPUSH', inbox, cjson.encode(leased_reply(job_id, token, h, attempt, now)))
       redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
-      return {{job_id, 'created', 'running'}}
+      return {{job_id, 'created', RUNNING}}
     else
       redis.call('ZADD', KEYS[8], top[2], top[1])  -- jobs wait ahead of this one: the full path decides
     end
   end
   if #top == 0 and waiting < INTAKE_MAX then
     redis.call(unpack(intake_entry('id')))
-    return {{ARGV[6], 'created', 'queued'}}
+    return {{ARGV[6], 'created', QUEUED}}
   end
 end
 local prefix, maxlen, inbox_prefix, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -112,10 +112,10 @@ for _ = 1, n do
     local run_at = now
     if run_at_ms ~= '' then run_at = tonumber(run_at_ms) end
     if delay_ms ~= '' then run_at = now + tonumber(delay_ms) end
-    local state = (run_at > now) and 'scheduled' or 'queued'
+    local state = (run_at > now) and SCHEDULED or QUEUED
     local hset = {'HSET', job_key, 'id', job_id, 'task', task, 'priority', priority, 'enqueued_at', now,
                   'state', state}
-    if state == 'scheduled' then hset[#hset + 1] = 'run_at'; hset[#hset + 1] = run_at end
+    if state == SCHEDULED then hset[#hset + 1] = 'run_at'; hset[#hset + 1] = run_at end
     if ukey ~= '' then hset[#hset + 1] = 'unique_key'; hset[#hset + 1] = ukey end
     for f = fields_start, fields_start + 2 * nfields - 1 do hset[#hset + 1] = ARGV[f] end
     if ukey ~= '' then redis.call('HSET', KEYS[3], ukey, job_id) end
@@ -124,7 +124,7 @@ for _ = 1, n do
     per_task[task] = (per_task[task] or 0) + 1
     seq = seq + 1
     local idle = nil
-    if state == 'queued' and may_hand_off and not in_group(fields_start, nfields) then
+    if state == QUEUED and may_hand_off and not in_group(fields_start, nfields) then
       -- Cheapest test first: while every worker is busy there is no idle set at all.
       if redis.call('EXISTS', KEYS[8]) == 1 and redis.call('ZCARD', KEYS[1]) == 0
           and redis.call('EXISTS', KEYS[9]) == 0 and under_limit() then
@@ -144,9 +144,9 @@ for _ = 1, n do
       redis.call('RPUSH', inbox, cjson.encode(leased))
       redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
       count(KEYS[7], now, 'started', task, 1)  -- waited 0 ms: nothing to add to wait_ms
-      out[#out + 1] = {job_id, 'created', 'running'}
+      out[#out + 1] = {job_id, 'created', RUNNING}
     else
-      if state == 'scheduled' then
+      if state == SCHEDULED then
         redis.call('ZADD', KEYS[2], run_at, job_id)
       else
         ready_adds[#ready_adds + 1] = ready_score(priority, seq)

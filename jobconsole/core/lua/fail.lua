@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- Record a failed (or interrupted) attempt; retry it later, dead-letter it, or end it.
 -- KEYS: active scheduled dead failed cancelled unique events stats drain
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] id  ARGV[5] token
 -- ARGV[6] outcome ('failed', 'timeout', 'cancelled', 'shutdown')  ARGV[7] retry wanted (1/0)
 -- ARGV[8] retry delay ms  ARGV[9] error as JSON object {error_class, message, traceback, top_frame}
@@ -11,8 +12,8 @@ local outcome, retry, delay, err = ARGV[6], ARGV[7] == '1', tonumber(ARGV[8]), c
 drain_intake_at(9, prefix, maxlen)  -- a handed job's hash
 local job_key = prefix .. job_id
 local f = redis.call('HMGET', job_key, 'token', 'state', 'attempts', 'max_retries', 'dead_letter', 'task',
-                     'enqueued_at')
-if f[1] ~= token or f[2] ~= 'running' then return {0, f[2] or ''} end
+                     'enqueued_at', 'kids')
+if f[1] ~= token or f[2] ~= RUNNING then return {0, f[2] or ''} end
 local now = now_ms()
 local task = f[6] or ''
 local entry = close_attempt(job_key, now, outcome, err)
@@ -26,10 +27,10 @@ count(KEYS[8], now, 'fail_h:' .. hist_bucket(ran), task)
 count(KEYS[8], now, 'e2e_fail_h:' .. hist_bucket(now - (tonumber(f[7]) or now)), task)
 local state
 if outcome == 'cancelled' then
-  state = 'cancelled'
+  state = CANCELLED
   redis.call('ZADD', KEYS[5], now, job_id)
 elseif retry and tonumber(f[3]) <= tonumber(f[4]) then
-  state = 'retrying'
+  state = RETRYING
   redis.call('ZADD', KEYS[2], now + delay, job_id)
   redis.call('HSET', job_key, 'state', state, 'run_at', now + delay)
   emit(KEYS[7], maxlen, job_id, 'retrying', state, {'entry', entry})
@@ -37,15 +38,16 @@ elseif retry and tonumber(f[3]) <= tonumber(f[4]) then
   note_retry(KEYS[8], now, task, tonumber(f[3]) or 0)
   return {1, state}
 elseif f[5] == 'discard' then
-  state = 'failed'
+  state = FAILED
   redis.call('ZADD', KEYS[4], now, job_id)
 else
-  state = 'dead'
+  state = DEAD
   redis.call('ZADD', KEYS[3], now, job_id)
   count(KEYS[8], now, 'dead', task)
 end
 redis.call('HSET', job_key, 'state', state, 'finished_at', now)
 release_unique(KEYS[6], job_key, job_id)
-if state ~= 'dead' then finish(job_key, ttl) end
+if state ~= DEAD then finish(job_key, ttl) end
 emit(KEYS[7], maxlen, job_id, state, state, {'entry', entry})
+if f[8] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
 return {1, state}

@@ -12,7 +12,7 @@ for j = 0, n - 1 do
   local job_id, token, progress, checkpoint = ARGV[4 + 4 * j], ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j]
   local job_key = prefix .. job_id
   local f = redis.call('HMGET', job_key, 'token', 'state', 'lease_ms', 'cancel_requested')
-  if f[1] ~= token or f[2] ~= 'running' then
+  if f[1] ~= token or f[2] ~= RUNNING then
     out[#out + 1] = -1
   else
     redis.call('ZADD', KEYS[1], 'XX', now + tonumber(f[3] or 30000), job_id)
@@ -20,7 +20,7 @@ for j = 0, n - 1 do
     if progress ~= '' or checkpoint ~= '' then
       if progress ~= '' then redis.call('HSET', job_key, 'progress', progress) end
       if checkpoint ~= '' then redis.call('HSET', job_key, 'checkpoint', checkpoint) end
-      emit(KEYS[2], maxlen, job_id, 'progress', 'running')
+      emit(KEYS[2], maxlen, job_id, 'progress', RUNNING)
     end
     out[#out + 1] = (f[4] == '1') and 1 or 0
   end

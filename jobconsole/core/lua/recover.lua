@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- Requeue (or dead-letter) every job whose lease expired: its worker died, froze or lost Redis.
 -- KEYS: active ready dead failed unique events wake seq stats cancelled
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] finished-job ttl ms  ARGV[4] limit
 -- ARGV[5] outage ms: how long the recoverer could not reach Redis, or got no CPU, just before this pass
 -- (0 = none)
@@ -23,43 +24,19 @@ if outage > 0 then
     redis.call('ZADD', KEYS[1], math.max(deadline, math.min(deadline + outage, now + lease_ms)), job_id)
   end
 end
+local k = {active = KEYS[1], ready = KEYS[2], dead = KEYS[3], failed = KEYS[4], unique = KEYS[5], events = KEYS[6],
+           wake = KEYS[7], seq = KEYS[8], stats = KEYS[9], cancelled = KEYS[10]}
 local requeued, ended = {}, {}
 local expired = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
 for _, job_id in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], job_id)
-  local job_key = prefix .. job_id
-  local f = redis.call('HMGET', job_key, 'state', 'attempts', 'max_retries', 'dead_letter', 'heartbeat_at', 'task',
-                       'cancel_requested')
-  if f[1] == 'running' then
-    local message = 'lease expired; last heartbeat at ' .. (f[5] or '?') .. ' ms'
-    local entry = close_attempt(job_key, now, 'worker_lost', {error_class = 'WorkerLost', message = message})
-    redis.call('HSET', job_key, 'token', '', 'last_error',
-               cjson.encode({error_class = 'WorkerLost', message = message, at = now, outcome = 'worker_lost'}))
-    count(KEYS[9], now, 'lost', f[6] or '')
-    if f[7] == '1' then
-      -- Asked to stop while its worker was alive: requeuing it would run it again, and the next claim would
-      -- clear the request.
-      redis.call('ZADD', KEYS[10], now, job_id)
-      redis.call('HSET', job_key, 'state', 'cancelled', 'finished_at', now)
-      release_unique(KEYS[5], job_key, job_id)
-      finish(job_key, ttl)
-      emit(KEYS[6], maxlen, job_id, 'cancelled', 'cancelled', {'entry', entry})
-      ended[#ended + 1] = job_id
-    elseif tonumber(f[2]) <= tonumber(f[3]) then
-      note_retry(KEYS[9], now, f[6] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
-      make_ready(job_key, job_id, KEYS[2], KEYS[8], KEYS[7], now)
-      emit(KEYS[6], maxlen, job_id, 'recovered', 'queued', {'entry', entry})
-      requeued[#requeued + 1] = job_id
-    else
-      local state = (f[4] == 'discard') and 'failed' or 'dead'
-      redis.call('ZADD', (state == 'dead') and KEYS[3] or KEYS[4], now, job_id)
-      if state == 'dead' then count(KEYS[9], now, 'dead', f[6] or '') end  -- as fail.lua counts its dead
-      redis.call('HSET', job_key, 'state', state, 'finished_at', now)
-      release_unique(KEYS[5], job_key, job_id)
-      if state ~= 'dead' then finish(job_key, ttl) end
-      emit(KEYS[6], maxlen, job_id, state, state, {'entry', entry})
-      ended[#ended + 1] = job_id
-    end
+  local beat = tonumber(redis.call('HGET', prefix .. job_id, 'heartbeat_at'))
+  local message = 'lease expired; last heartbeat ' .. (beat and (seconds_words(now - beat) .. ' before recovery') or 'unknown')
+  local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  if done == 'requeued' then
+    requeued[#requeued + 1] = job_id
+  elseif done == 'ended' then
+    ended[#ended + 1] = job_id
+    if kids == '1' then deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
   end
 end
 requeued[#requeued + 1] = '|'

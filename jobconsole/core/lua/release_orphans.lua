@@ -19,13 +19,13 @@ for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if not held[job_id] then
     local job_key = prefix .. job_id
     local f = redis.call('HMGET', job_key, 'worker', 'state')
-    if f[1] == worker and f[2] == 'running' then
+    if f[1] == worker and f[2] == RUNNING then
       local entry = close_attempt(job_key, now, 'requeued', {message = 'lease granted but never received; never started'})
       redis.call('HINCRBY', job_key, 'attempts', -1)
       redis.call('HSET', job_key, 'token', '')
       redis.call('ZREM', KEYS[1], job_id)
       make_ready(job_key, job_id, KEYS[2], KEYS[5], KEYS[4], now)
-      emit(KEYS[3], maxlen, job_id, 'requeued', 'queued', {'entry', entry})
+      emit(KEYS[3], maxlen, job_id, 'requeued', QUEUED, {'entry', entry})
       released[#released + 1] = job_id
     end
   end

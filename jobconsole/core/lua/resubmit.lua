@@ -5,6 +5,7 @@
 -- (`bulk_op`) in the step that resubmits it, and a job that carries it already answers 'already'. History is
 -- kept; attempts are reset if asked. A job with a run-at in the future waits in the scheduled set until then.
 -- KEYS: ready scheduled dead unique events wake seq
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] stamp  ARGV[4] reset attempts (1/0)  ARGV[5] number of jobs
 -- then per job: id, expected attempts ('' = any), run_at ms ('' = now)
 -- Returns per job: 'queued' or 'scheduled' (resubmitted), 'already', 'missing', 'duplicate' (its unique key is
@@ -23,7 +24,7 @@ for j = 0, n - 1 do
     status = 'missing'
   elseif stamp ~= '' and f[4] == stamp then
     status = 'already'
-  elseif state ~= 'dead' or (expected ~= '' and (f[2] or '0') ~= expected) then
+  elseif state ~= DEAD or (expected ~= '' and (f[2] or '0') ~= expected) then
     status = 'conflict:' .. state
   else
     local ukey = f[3]
@@ -37,19 +38,20 @@ for j = 0, n - 1 do
     redis.call('PERSIST', job_key)
     redis.call('PERSIST', job_key .. ':attempts')
     local at = tonumber(run_at)
-    local extra = {'from', 'dead', 'reset', reset, 'bulk', stamp}
+    local extra = {'from', DEAD, 'reset', reset, 'bulk', stamp}
     if at and at > now then
       redis.call('ZADD', KEYS[2], at, job_id)
-      status = 'scheduled'
+      status = SCHEDULED
       redis.call('HSET', job_key, 'state', status, 'run_at', at, 'bulk_op', stamp, 'cancel_requested', 0,
                  'finished_at', '')
     else
-      status = 'queued'
+      status = QUEUED
       ready[#ready + 1] = {f[5] or '0', job_id}
       redis.call('HSET', job_key, 'state', status, 'ready_at', now, 'bulk_op', stamp, 'cancel_requested', 0,
                  'finished_at', '')
     end
     if reset == '1' then redis.call('HSET', job_key, 'attempts', 0) end
+    deps_back(job_key, dep_queue(prefix), job_id, 'dead', now, maxlen)  -- its workflow continues
     emit(KEYS[5], maxlen, job_id, 'requeued', status, extra)
     wake = wake + 1
   end

@@ -8,7 +8,9 @@ local cutoff = now_ms() - tonumber(ARGV[3])
 local old = redis.call('ZRANGE', KEYS[1], '-inf', cutoff, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 for _, job_id in ipairs(old) do
   redis.call('ZREM', KEYS[1], job_id)
-  redis.call('DEL', prefix .. job_id, prefix .. job_id .. ':attempts')
+  local job_key = prefix .. job_id
+  redis.call('DEL', job_key, job_key .. ':attempts', job_key .. ':deps', job_key .. ':ended', job_key .. ':results',
+             job_key .. ':children')  -- a workflow member's edges (lua/_deps.lua) go with it
   emit(KEYS[2], maxlen, job_id, 'expired', 'expired')
 end
 return #old

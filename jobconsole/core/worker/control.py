@@ -53,7 +53,7 @@ class Controls:
             exchange.release_orphans()
             self.left_idle = True
 
-    def quiet_step(self, exchange: Exchange, renew: Callable[[], None]) -> None:
+    def quiet_step(self, exchange: Exchange, renew: Callable[[], object]) -> None:
         """One pass of a quiet dispatcher: report outcomes and claim nothing. The first pass also leaves the idle
         lists, gives back what an enqueue handed to us meanwhile, and renews the registry entry, which from then
         on shows the worker quiet."""

@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 import redis
 
 from jobconsole.core.connection import require_decoded, without_retries
+from jobconsole.core.errors import LeaseLost
 from jobconsole.core.execution import Outcome, RunningJob
 from jobconsole.core.hooks import TaskHooks
+from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Maintenance, Retention
 from jobconsole.core.results import Lease
 from jobconsole.core.store import Store, WorkerIdentity
@@ -22,12 +24,13 @@ from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import ThreadPacer, threads_cpu_clock
 from jobconsole.core.worker.clock import RedisClock
-from jobconsole.core.worker.control import Controls
+from jobconsole.core.worker.control import QUIET, Controls
 from jobconsole.core.worker.exchange import PREFETCH_BELOW_MS, Exchange
 from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.heartbeats import Heartbeats
 from jobconsole.core.worker.idle import IdleWait
 from jobconsole.core.worker.launcher import Launcher
+from jobconsole.core.worker.liveness import Liveness
 from jobconsole.core.worker.registry import Registration
 from jobconsole.core.worker.shutdown import Shutdown
 from jobconsole.core.worker.stop import StopRequests
@@ -70,8 +73,10 @@ class Worker:
         queue_weights: dict[str, int] | None = None,
         host: str | None = None,
         hooks: TaskHooks | None = None,
+        expiry: float = DEFAULT_WORKER_EXPIRY_S,
     ) -> None:
         # hooks: run on a sync task's thread just before and after each task (core/hooks.py).
+        # expiry: the process heartbeat's; a worker silent this long is declared gone (core/lapse.py).
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
@@ -93,7 +98,9 @@ class Worker:
         self.id = name or f"{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         self.identity = WorkerIdentity(self.id, self.host, self.pid)
         self.maintenance = (
-            Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention) if maintenance else None
+            Maintenance(connection, events_maxlen=events_maxlen, retention=self.retention, worker_expiry=expiry)
+            if maintenance
+            else None
         )
         self.running: dict[str, RunningJob] = {}  # every job leased to us and received, until its report
         self._results: stdqueue.SimpleQueue[Outcome] = stdqueue.SimpleQueue()
@@ -104,13 +111,15 @@ class Worker:
         self._stop = StopRequests()
         self.controls = Controls(self._stop, self.id)  # an operator's quiet or stop (core/worker/control.py)
         self.clock = RedisClock(self.store)
+        self._base_id, self._incarnation = self.id, 1  # a worker declared gone goes on as <id>~2, ~3, ...
+        self.liveness = Liveness(self.store, lambda: self.id, expiry_s=expiry)
         self.groups = GroupClaims(
             self.store, self.identity, self.running, self._start_leased, lease_ms=group_slot_lease_ms(self.registry)
         )
         self.heartbeats = Heartbeats(self.store, self.running, self.id, self.groups)
         self.launcher = Launcher(
             self.store, self.registry, self.running, self._results, self._threads, self.clock,
-            self.heartbeats.from_task, worker_id=self.id, hooks=hooks,
+            self.heartbeats.from_task, worker_id=self.id, hooks=hooks, process_alive=self.liveness.fresh,
         )  # fmt: skip
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,
@@ -119,7 +128,7 @@ class Worker:
         )  # fmt: skip
         self.registration = Registration(
             self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,
-            self.exchange, self._stop, self.controls, concurrency=concurrency,
+            self.exchange, self._stop, self.liveness, self.controls, concurrency=concurrency,
         )  # fmt: skip
         self.idle = IdleWait(
             self.store, self.identity, self.queues, self.running, self._results, self._threads, self.launcher,
@@ -163,9 +172,13 @@ class Worker:
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._dispatcher_ident = threading.get_ident()
         self._pacer.restart()
-        self.registration.start()
+        while not self.registration.start():
+            self._rename()  # a name declared gone (an earlier process's, within the hour): go on under a new one
         heartbeat_args = (self._threads_stop, self.registration.renew)
-        threads = [threading.Thread(target=self.heartbeats.run, args=heartbeat_args, name="jc-heartbeat", daemon=True)]
+        threads = [
+            threading.Thread(target=self.liveness.run, args=(self._threads_stop,), name="jc-alive", daemon=True),
+            threading.Thread(target=self.heartbeats.run, args=heartbeat_args, name="jc-heartbeat", daemon=True),
+        ]
         if self.maintenance is not None:
             threads.append(
                 threading.Thread(
@@ -195,6 +208,8 @@ class Worker:
         backoff = 0.1
         while True:
             try:
+                if self.liveness.gone.is_set():
+                    self._rejoin()
                 exchange.collect()
                 self._pace()
                 if stop.count:
@@ -225,6 +240,43 @@ class Worker:
                 exchange.wait_for_results(backoff)
                 backoff = min(backoff * 2, 5.0)
                 exchange.orphans_possible = True
+
+    def _rejoin(self) -> None:
+        """We were declared gone (paused, starved or cut off past our expiry) and our jobs were taken back:
+        stop the runs whose leases are gone, give back what was handed to the old id, go on under a new id."""
+        old_id = self.id
+        running = [job for job in list(self.running.values()) if not job.finished]
+        if running:
+            self.heartbeats.send(running, {})  # marks the jobs taken back as lost (their tokens were cleared)
+        interrupted = 0
+        for job in running:
+            # Their acks would be refused anyway: stopping them spares a second run of their side effects. A job
+            # claimed after the takeback still holds a valid lease and runs on.
+            if job.lost and job.interrupt(LeaseLost):
+                interrupted += 1
+        self.exchange.release_orphans()  # the old id's idle registration and inbox, and leases never received
+        if self.controls.quiet:  # the operator quieted this worker, not its old id: the new id stays quiet
+            self.registration.carried_control = QUIET  # before the rename, so no renewal of the new id reads ''
+        self._rename()
+        self.liveness.gone.clear()
+        self.registration.renew()
+        self.liveness.beat()
+        log.warning(
+            "worker=%s declared gone; %d run(s) stopped, their jobs run elsewhere; continuing as worker=%s",
+            old_id, interrupted, self.id,
+        )  # fmt: skip
+
+    def _rename(self) -> None:
+        """Take the next id (`<first id>~<n>`), in every part that names us."""
+        self._incarnation += 1
+        self.id = f"{self._base_id}~{self._incarnation}"
+        self.identity = WorkerIdentity(self.id, self.host, self.pid)
+        # The parts hold who we are, read at each use; this is the one place it changes (on the dispatcher's
+        # thread, between two claims).
+        self.exchange._identity = self.groups._identity = self.identity
+        self.idle._identity = self.registration._identity = self.identity
+        self.heartbeats._worker_id = self.launcher._worker_id = self.shutdown._worker_id = self.id
+        self.controls._worker_id = self.id
 
     def _done_with_max_tasks(self) -> bool:
         """--max-tasks jobs claimed, and all of them reported."""

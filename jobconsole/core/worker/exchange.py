@@ -11,6 +11,7 @@ from typing import Any
 from jobconsole.core.execution import Kind, Outcome, RunningJob
 from jobconsole.core.maintenance import RETRYABLE_ERRORS, Retention
 from jobconsole.core.results import Claimed, Failed
+from jobconsole.core.states import JobState
 from jobconsole.core.store import Call, Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import ThreadPacer
@@ -253,7 +254,7 @@ class Exchange:
             else:
                 calls.append(self._outcome_call(o))
                 owners.append([o])
-        ttl_ms = int(self._retention.completed * 1000)
+        ttl_ms = int(self._retention[JobState.COMPLETED] * 1000)
         for queue, batch in completions.items():
             acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in batch]
             calls.append(self._store.complete_call(queue, acks, ttl_ms=ttl_ms))
@@ -266,11 +267,11 @@ class Exchange:
             reason = "worker shutting down (on_shutdown=requeue)"
             return self._store.release_call(o.job.queue, o.job.id, o.job.token, reason)
         if o.kind is Kind.REPLACE and o.replace is not None:
-            ttl_ms = int(self._retention.cancelled * 1000)  # for a job whose cancel request wins
+            ttl_ms = int(self._retention[JobState.CANCELLED] * 1000)  # for a job whose cancel request wins
             return self._store.replace_call(o.job.queue, o.job.id, o.job.token, o.replace, o.result_json, ttl_ms=ttl_ms)
         return self._store.fail_call(
             o.job.queue, o.job.id, o.job.token, outcome=o.status, retry=o.retry, delay_ms=o.delay_ms, error=o.error,
-            runtime_ms=o.runtime_ms, ttl_ms=int(self._retention.failed * 1000),
+            runtime_ms=o.runtime_ms, ttl_ms=int(self._retention[JobState.FAILED] * 1000),
         )  # fmt: skip
 
     def _apply_reports(self, owners: list[list[Outcome]], replies: list[Any]) -> None:

@@ -30,7 +30,7 @@ class Heartbeats:
         self._running = running
         self._worker_id = worker_id
 
-    def run(self, stop: threading.Event, renew_registration: Callable[[], None]) -> None:
+    def run(self, stop: threading.Event, renew_registration: Callable[[], object]) -> None:
         """The heartbeat thread: a pass every PASS_EVERY_S, the registry entry every REGISTRY_EVERY_S, until `stop`."""
         last_registry = 0.0
         while not stop.wait(PASS_EVERY_S):

@@ -39,7 +39,9 @@ class Launcher:
         *,
         worker_id: str,
         hooks: TaskHooks | None = None,
+        process_alive: Callable[[], bool] | None = None,
     ) -> None:
+        self._process_alive = process_alive  # worker/liveness.py: checked with the lease before a job begins
         self._store = store
         self._hooks = hooks
         self._tasks = tasks
@@ -89,6 +91,7 @@ class Launcher:
             id=job_id, queue=queue, token=token, task=task, attempt=attempt, max_retries=max_retries,
             params=decoded_params, context=None, lease_s=lease_s,
             timeout_s=timeout_ms / 1000 if timeout_ms else None, renewed=renewed, hooks=self._hooks,
+            process_alive=self._process_alive,
         )  # fmt: skip
         job.next_heartbeat = renewed + lease_s / 3
         if task.context_param:

@@ -18,6 +18,7 @@ from jobconsole.core.worker.stop import StopRequests
 
 if TYPE_CHECKING:
     from jobconsole.core.worker.exchange import Exchange
+    from jobconsole.core.worker.liveness import Liveness
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 
@@ -39,10 +40,12 @@ class Registration:
         threads: TaskThreads,
         exchange: "Exchange",
         stop: StopRequests,
+        liveness: "Liveness",
         controls: Controls,
         *,
         concurrency: int,
     ) -> None:
+        self._liveness = liveness
         self._store = store
         self._clock = clock
         self._identity = identity
@@ -53,11 +56,13 @@ class Registration:
         self._exchange = exchange
         self._stop = stop
         self._controls = controls
+        self.carried_control = ""  # an operator's quiet of the id we were declared gone under, for the next id
         self._concurrency = concurrency
         self.started_at_ms = 0  # Redis time, set by start()
 
-    def start(self) -> None:
-        """Clear our inboxes, load the scripts, announce our queues and tasks, and register, retrying until done."""
+    def start(self) -> bool:
+        """Clear our inboxes, load the scripts, announce our queues and tasks, register and beat once, retrying
+        until done. False when our id was declared gone (an earlier process's name): take another one."""
         worker_id = self._identity.id
         while True:
             try:
@@ -66,7 +71,10 @@ class Registration:
                 self._store.load_scripts()
                 self._store.announce(self._queues, self._tasks.options_json())
                 self.started_at_ms = self._clock.now_ms()
-                self.renew()
+                if not (self.renew() and self._liveness.beat()):
+                    self._liveness.gone.clear()
+                    log.warning("worker=%s: this id was declared gone within the hour; taking another", worker_id)
+                    return False
                 break
             except RETRYABLE_ERRORS as exc:
                 log.warning("worker=%s cannot reach redis (%s); retrying", worker_id, exc)
@@ -78,9 +86,11 @@ class Registration:
             self._concurrency,
             len(self._tasks.all()),
         )
+        return True
 
-    def renew(self) -> None:
-        """Write the entry afresh: state, counts, and the jobs running now."""
+    def renew(self) -> bool:
+        """Write the entry afresh: state, counts, and the jobs running now. False when our id was declared gone
+        (the process heartbeat finds out too, and the dispatcher takes a new id)."""
         current = [
             {"id": j.id, "queue": j.queue, "task": j.task.name, "attempt": j.attempt,
              "running_s": round(time.monotonic() - j.started, 3)}
@@ -95,9 +105,17 @@ class Registration:
             "started_at": self.started_at_ms, "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": exchange.processed, "failed": exchange.failed,
         }  # fmt: skip
+        carried = self.carried_control
+        if carried:  # written with the new id's first entry, so that no renewal reads it resumed
+            info["control"] = carried
         control = self._store.register_worker(identity.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
+        if control is None:
+            return False  # declared gone (the old id, when the dispatcher has not renamed us yet): nothing written
+        if carried and self.carried_control == carried:
+            self.carried_control = ""
         if self._controls.apply(control):
-            self.renew()  # the registry shows the new state now, not a renewal later
+            return self.renew()  # the registry shows the new state now, not a renewal later
+        return True
 
     def remove(self) -> None:
         """Leave the registry (on the way out)."""

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobconsole.core import JobQueueError
+from jobconsole.core import JobQueueError, JobState
+from jobconsole.core.states import REQUEUEABLE_STATES
 from jobconsole.engine import get_client
 
 
@@ -19,7 +20,8 @@ class Command(BaseCommand):
         sub.add_parser("queues", help="every queue with its counts")
         for name in ("show", "cancel", "delete"):
             sub.add_parser(name).add_argument("job_id")
-        requeue = sub.add_parser("requeue", help="run a dead/failed/dropped/cancelled/waiting job again")
+        requeueable = "/".join(s.value for s in JobState if s in REQUEUEABLE_STATES)
+        requeue = sub.add_parser("requeue", help=f"run a {requeueable} job (again)")
         requeue.add_argument("job_id")
         requeue.add_argument("--reset-attempts", action="store_true")
         for name in ("pause", "resume"):
@@ -32,11 +34,8 @@ class Command(BaseCommand):
             if action == "queues":
                 for queue in client.queues():
                     c = client.counts(queue)
-                    self.stdout.write(
-                        f"{queue:<24} {'PAUSED ' if c.paused else ''}queued={c.queued} scheduled={c.scheduled} "
-                        f"running={c.running} completed={c.completed} dead={c.dead} failed={c.failed} "
-                        f"dropped={c.dropped} cancelled={c.cancelled}"
-                    )
+                    counts = " ".join(f"{name}={n}" for name, n in c.by_state().items())
+                    self.stdout.write(f"{queue:<24} {'PAUSED ' if c.paused else ''}{counts}")
             elif action == "show":
                 job = client.get(options["job_id"])
                 data: dict[str, Any] = {k: v for k, v in job.raw.items() if k != "token"}

@@ -25,5 +25,5 @@ class Command(BaseCommand):
         stop = stop_on_signals()
         Maintenance(
             get_redis(), events_maxlen=get_config()["EVENTS_MAXLEN"], retention=retention(),
-            interval=options["interval"],
+            interval=options["interval"], worker_expiry=get_config()["WORKER_EXPIRY"],
         ).run(stop)  # fmt: skip

@@ -116,6 +116,7 @@ class Command(BaseCommand):
                 queue_weights=weights,
                 host=config["HOST_ID"] or None,
                 hooks=task_hooks(),  # a stale database connection is replaced around each task
+                expiry=config["WORKER_EXPIRY"],
             )
             system = None
             if not options["no_system_worker"] and not options["burst"] and options["max_tasks"] is None:
@@ -123,7 +124,7 @@ class Command(BaseCommand):
                     get_redis(), [SYSTEM_QUEUE], default_registry, concurrency=bulk_config()["CONCURRENCY"],
                     maintenance=False, events_maxlen=config["EVENTS_MAXLEN"], retention=retention(),
                     shutdown_grace=config["SHUTDOWN_GRACE"], name=f"{worker.id}:system", host=worker.host,
-                    hooks=task_hooks(),
+                    hooks=task_hooks(), expiry=config["WORKER_EXPIRY"],
                 )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

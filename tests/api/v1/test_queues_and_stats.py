@@ -1,5 +1,6 @@
 """/api/v1 queues (list, pause, resume), workers, scheduled jobs, stats and series."""
 
+import time
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ def test_queues_pause_and_resume(operator: Api) -> None:
     assert queue["queued"] == 1 and queue["paused"] is False
     paused = operator.post("/queues/apitest/pause", {"reason": "maintenance"})
     assert paused.status_code == 200 and paused.json()["paused"] is True
-    assert get_client().queries.is_paused("apitest") and Queue.objects.get(name="apitest").paused
+    assert get_client().queries.queues.is_paused("apitest") and Queue.objects.get(name="apitest").paused
     record = AuditLog.objects.get(action="pause")
     assert record.actor == "api:ops" and record.queue == "apitest" and record.reason == "maintenance"
     assert operator.post("/queues/apitest/resume").json()["paused"] is False
@@ -39,6 +40,23 @@ def test_workers_are_listed(operator: Api) -> None:
     [worker] = operator.get("/workers").json()["items"]
     assert worker["id"] == "w-1" and worker["queues"] == ["apitest", "emails"] and worker["processed"] == 17
     assert worker["state"] == "running" and worker["heartbeat_at"].endswith("Z")
+    assert worker["gone_at"] is None and worker["gone_reason"] == "" and worker["jobs_taken_back"] == 0
+
+
+def test_a_gone_worker_is_listed_with_when_and_why(operator: Api) -> None:
+    from jobconsole.core.lapse import LapseWatch
+
+    client = get_client()
+    store = client.store
+    info = {"host": "web-2", "pid": 77, "queues": "apitest", "state": "running", "processed": 9, "failed": 1}
+    store.register_worker("w-2", ttl_s=30, now_ms=store.time_ms(), info=info)
+    store.worker_beat("w-2", expiry_ms=300)
+    time.sleep(0.4)
+    LapseWatch(store, client.queries, ttl_ms=1000).step()
+    [worker] = operator.get("/workers").json()["items"]
+    assert worker["state"] == "gone" and worker["host"] == "web-2" and worker["pid"] == 77 and worker["processed"] == 9
+    assert worker["gone_at"].endswith("Z") and worker["gone_reason"].startswith("no heartbeat for ")
+    assert worker["jobs_taken_back"] == 0
 
 
 def test_scheduled_jobs_soonest_first(operator: Api) -> None:

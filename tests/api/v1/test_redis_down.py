@@ -24,6 +24,7 @@ PATH_VALUES = {
     "name": "nightly",
     "worker": "h:1:abc",
     "host": "h",
+    "workflow_id": ID,
 }
 # The required query parameters of the operations that have some.
 QUERIES = {"find_unique": "?queue=apitest&key=k", "delete_unique": "?queue=apitest&key=k"}
@@ -40,6 +41,12 @@ BODIES: dict[str, Any] = {
     "control_host": {"action": "quiet"},
     "silence_alarm": {"alarm": "delay:apitest:", "for": "1h", "reason": "known"},
     "lift_silence": {"alarm": "delay:apitest:"},
+    "create_workflow": {
+        "steps": [
+            {"name": "a", "task": "apitest.add", "params": {"a": 1}},
+            {"name": "b", "task": "apitest.add", "params": {"a": 2}, "after": ["a"]},
+        ]
+    },
 }
 
 

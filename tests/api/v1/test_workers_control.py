@@ -37,7 +37,7 @@ def test_quiet_resume_and_stop_a_worker_and_a_host(operator: Api, engine_setting
     assert again["outcomes"] == {"a:1:aaaaaa": "already"}
     stopped = operator.post("/hosts/a/control", {"action": "stop"}).json()
     assert stopped["outcomes"] == {"a:1:aaaaaa": "done", "a:2:bbbbbb": "done"}
-    assert {w.id: w.control for w in get_client().queries.workers()} == {
+    assert {w.id: w.control for w in get_client().queries.workers.all()} == {
         "a:1:aaaaaa": "stop", "a:2:bbbbbb": "stop", "b:1:cccccc": ""}  # fmt: skip
     records = list(AuditLog.objects.order_by("at").values_list("actor", "action", "reason", "count"))
     assert records == [("api:ops", "worker_quiet", "deploy", 1), ("api:ops", "worker_quiet", "", 0),
@@ -50,4 +50,4 @@ def test_a_bad_worker_control_is_refused_and_changes_nothing(operator: Api, engi
     problem(operator.post("/workers/a:1:aaaaaa/control", {}), 422)
     assert "No live worker" in problem(operator.post("/workers/nobody/control", {"action": "stop"}), 404)["detail"]
     assert "host 'z'" in problem(operator.post("/hosts/z/control", {"action": "stop"}), 404)["detail"]
-    assert get_client().queries.workers()[0].control == "" and not AuditLog.objects.exists()
+    assert get_client().queries.workers.all()[0].control == "" and not AuditLog.objects.exists()

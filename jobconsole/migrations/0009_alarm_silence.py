@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobconsole", "0006_periodic_schedules"),
+        ("jobconsole", "0008_workflows_mirror"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,229 @@
+-- Jobs that wait for other jobs (core/workflows.py, docs/workflows.md), prepended after _lib.lua to the
+-- scripts whose header says "-- USES: deps". A job's edges live beside its hash, in its own queue's slot:
+--   <job>:deps      HASH parent ref -> "<policy>|<index>|<parent's step name>" (its parents; kept)
+--   <job>:ended     HASH parent ref -> the state that parent ended in; HSETNX, so each edge is released once
+--   <job>:results   HASH parent's index -> its piece of the job's params (only for a job passed its parents'
+--                   results): its result JSON (null if it did not complete), after `"<step>":` in 'dict' mode
+--   <job>:children  SET of its dependents' refs
+-- A ref is "<queue>|<job id>". Job hash fields: deps_n (number of parents), kids ('1': it has dependents),
+-- pass and splice_at (where the parents' results go in its params), release_delay (ms from its release),
+-- cancelled_by (the parent ref whose failure cancelled it), when ('failure': released by its first parent that
+-- does not complete, cancelled once all completed: a batch's death callback). The script that ends a job (complete, fail,
+-- cancel, recover, release's drop, delete, replace's cancel, a workflow's cancel) releases its dependents in the
+-- same call: nothing can end between a parent's end and its dependents' release, and a repeated end (a stale
+-- token is refused before; an edge already ended answers 0 to HSETNX) releases nothing twice.
+-- Keys of another queue are built from KEY_ROOT: one Redis runs them atomically; on a Cluster, client.py
+-- refuses a workflow whose jobs span queues (slots), so these keys stay in the calling script's slot.
+local DEP_ENDED = {[COMPLETED] = true, [DEAD] = true, [FAILED] = true, [CANCELLED] = true, [DROPPED] = true}
+local DEP_AUX = {':deps', ':ended', ':results', ':children'}
+
+local function dep_base(queue)
+  return KEY_ROOT .. '{q:' .. queue .. '}:'
+end
+
+-- The job key, queue and id of a ref.
+local function dep_job(ref)
+  local q, id = string.match(ref, '^([^|]+)|(.+)$')
+  return dep_base(q) .. 'job:' .. id, q, id
+end
+
+-- The queue a job-key prefix ("<root>{q:<queue>}:job:") belongs to.
+local function dep_queue(prefix)
+  return string.match(prefix, '{q:(.-)}')
+end
+
+local function dep_policy(job_key, parent_ref)
+  return string.match(redis.call('HGET', job_key .. ':deps', parent_ref) or 'cancel', '^[^|]*')
+end
+
+-- The first parent that ended other than completed under the "cancel" policy, or nil.
+local function dep_blocker(job_key)
+  local ended = redis.call('HGETALL', job_key .. ':ended')
+  for i = 1, #ended, 2 do
+    if ended[i + 1] ~= COMPLETED and dep_policy(job_key, ended[i]) ~= 'run' then return ended[i] end
+  end
+  return nil
+end
+
+local function dep_persist(job_key)
+  redis.call('PERSIST', job_key)
+  redis.call('PERSIST', job_key .. ':attempts')
+  for _, s in ipairs(DEP_AUX) do redis.call('PERSIST', job_key .. s) end
+end
+
+-- The piece a parent gives a dependent passed results: its result, keyed by the parent's index in the job's
+-- parents (their order), with `"<step>":` ahead of it in 'dict' mode. Written as each link ends, so the release
+-- of a fan-in's callback only reads them in order.
+local function dep_piece(job_key, parent_ref, mode, result)
+  local _, index, step = string.match(redis.call('HGET', job_key .. ':deps', parent_ref) or '', '^([^|]*)|([^|]*)|(.*)$')
+  if not index then return end
+  if mode == 'dict' then
+    if step == '' then step = string.match(parent_ref, '|(.+)$') end
+    result = cjson.encode(step) .. ':' .. result
+  end
+  redis.call('HSET', job_key .. ':results', index, result)
+end
+
+-- Put the parents' results into the job's params where the client left a `null` for them (splice_at: the bytes
+-- before it). pass: 'dict' ({step: result}), 'one' (the one parent's result; a list for several), 'list'.
+-- A parent that did not complete gives null. Done once: splice_at goes with it.
+local function dep_splice(job_key)
+  local h = redis.call('HMGET', job_key, 'pass', 'splice_at', 'params', 'deps_n')
+  local mode, at, params, n = h[1], tonumber(h[2] or ''), h[3], tonumber(h[4] or '0')
+  if not mode or mode == '' or not at or not params then return end
+  local parts, missing = {}, false
+  if mode == 'dict' and redis.call('HLEN', job_key .. ':results') >= n then
+    parts = redis.call('HVALS', job_key .. ':results')  -- an object's keys need no order: one call
+    n = 0
+  end
+  for first = 1, n, 1000 do  -- in order, HMGET in slices (unpack has a limit)
+    local fields = {}
+    for i = first, math.min(first + 999, n) do fields[#fields + 1] = i end
+    local got = redis.call('HMGET', job_key .. ':results', unpack(fields))
+    for k = 1, #fields do
+      parts[#parts + 1] = got[k] or false
+      missing = missing or not got[k]
+    end
+  end
+  if missing then  -- requeued before every parent ended (an operator's choice): null for the others
+    local deps = redis.call('HGETALL', job_key .. ':deps')
+    for i = 1, #deps, 2 do
+      local _, index, step = string.match(deps[i + 1], '^([^|]*)|([^|]*)|(.*)$')
+      index = tonumber(index)
+      if index and not parts[index] then
+        if step == '' then step = string.match(deps[i], '|(.+)$') end
+        parts[index] = (mode == 'dict') and (cjson.encode(step) .. ':null') or 'null'
+      end
+    end
+  end
+  local value
+  if mode == 'dict' then
+    value = '{' .. table.concat(parts, ',') .. '}'
+  elseif mode == 'one' and #parts == 1 then
+    value = parts[1]
+  else
+    value = '[' .. table.concat(parts, ',') .. ']'
+  end
+  redis.call('HSET', job_key, 'params', string.sub(params, 1, at) .. value .. string.sub(params, at + 5))
+  redis.call('HDEL', job_key, 'splice_at')
+end
+
+-- Every parent ended and none stops it: waiting -> queued, or scheduled when it has a release_delay or a run_at
+-- still ahead.
+local function dep_release(job_key, queue, job_id, now, maxlen)
+  local base = dep_base(queue)
+  dep_splice(job_key)
+  redis.call('ZREM', base .. 'waiting', job_id)
+  local h = redis.call('HMGET', job_key, 'release_delay', 'run_at')
+  local at = tonumber(h[2] or '')
+  if tonumber(h[1] or '') then at = now + tonumber(h[1]) end
+  if at and at > now then
+    redis.call('ZADD', base .. 'scheduled', at, job_id)
+    redis.call('HSET', job_key, 'state', SCHEDULED, 'run_at', at)
+    redis.call('LPUSH', base .. 'wake', '1')  -- idle workers recompute when the next job is due
+    redis.call('LTRIM', base .. 'wake', 0, 999)
+    emit(base .. 'events', maxlen, job_id, 'released', SCHEDULED)
+  else
+    make_ready(job_key, job_id, base .. 'ready', base .. 'seq', base .. 'wake', now)
+    emit(base .. 'events', maxlen, job_id, 'released', QUEUED)
+  end
+end
+
+-- A waiting job cancelled because parent `by` failed (kept without expiry, so a resubmitted parent can bring it
+-- back; retention trims it like any cancelled job).
+local function dep_cancel(job_key, queue, job_id, by, now, maxlen)
+  local base = dep_base(queue)
+  redis.call('ZREM', base .. 'waiting', job_id)
+  redis.call('ZADD', base .. 'cancelled', now, job_id)
+  redis.call('HSET', job_key, 'state', CANCELLED, 'finished_at', now, 'cancelled_by', by)
+  emit(base .. 'events', maxlen, job_id, 'cancelled', CANCELLED, {'by', by})
+end
+
+-- The edge from a parent to one dependent ended (state: the parent's end state, result its result JSON).
+-- Returns true when that cancelled the dependent (its own dependents are then told in turn).
+local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen)
+  local h = redis.call('HMGET', child_key, 'state', 'deps_n', 'pass', 'when')
+  if not h[1] then return false end  -- deleted, or gone by retention: nothing to write for it
+  if redis.call('HSETNX', child_key .. ':ended', parent_ref, state) == 0 then return false end
+  if h[3] and h[3] ~= '' then dep_piece(child_key, parent_ref, h[3], (state == COMPLETED) and result or 'null') end
+  if h[1] ~= WAITING then return false end
+  local _, cq, cid = dep_job(child_ref)
+  if h[4] == 'failure' then
+    if state ~= COMPLETED then
+      dep_release(child_key, cq, cid, now, maxlen)
+    elseif redis.call('HLEN', child_key .. ':ended') >= tonumber(h[2] or '0') then
+      dep_cancel(child_key, cq, cid, '', now, maxlen)  -- every parent completed: nothing to report
+      return true
+    end
+    return false
+  end
+  if state ~= COMPLETED and dep_policy(child_key, parent_ref) ~= 'run' then
+    dep_cancel(child_key, cq, cid, parent_ref, now, maxlen)
+    return true
+  end
+  if redis.call('HLEN', child_key .. ':ended') >= tonumber(h[2] or '0') then
+    dep_release(child_key, cq, cid, now, maxlen)
+  end
+  return false
+end
+
+-- A job ended (completed, dead, failed, cancelled, dropped, deleted): release its dependents, transitively for
+-- the ones its failure cancels. Call it only for a job whose hash says kids = '1'.
+local function deps_ended(job_key, queue, job_id, state, result, now, maxlen)
+  local work = {{job_key, queue .. '|' .. job_id, state, result}}
+  local w = 1
+  while w <= #work do
+    local item = work[w]
+    w = w + 1
+    for _, child_ref in ipairs(redis.call('SMEMBERS', item[1] .. ':children')) do
+      local child_key = dep_job(child_ref)
+      if dep_edge_ended(child_key, child_ref, item[2], item[3], item[4], now, maxlen) then
+        work[#work + 1] = {child_key, child_ref, CANCELLED, 'null'}
+      end
+    end
+  end
+end
+
+-- A job that had ended other than completed runs again (requeue, resubmit, edit-and-resubmit): its dependents
+-- wait for it again, and the ones its failure had cancelled go back to waiting (transitively), unless another
+-- failed parent still holds them cancelled. Dependents that already ran keep what they saw.
+local function deps_revive(job_key, queue, job_id, now, maxlen)
+  local work = {{job_key, queue .. '|' .. job_id}}
+  local w = 1
+  while w <= #work do
+    local parent_key, parent_ref = work[w][1], work[w][2]
+    w = w + 1
+    for _, child_ref in ipairs(redis.call('SMEMBERS', parent_key .. ':children')) do
+      local child_key, cq, cid = dep_job(child_ref)
+      if redis.call('HDEL', child_key .. ':ended', parent_ref) == 1 then
+        local index = string.match(redis.call('HGET', child_key .. ':deps', parent_ref) or '', '^[^|]*|([^|]*)|')
+        if index then redis.call('HDEL', child_key .. ':results', index) end
+        local h = redis.call('HMGET', child_key, 'state', 'cancelled_by')
+        if h[1] == CANCELLED and h[2] == parent_ref then
+          local other = dep_blocker(child_key)
+          if other then
+            redis.call('HSET', child_key, 'cancelled_by', other)
+          else
+            local base = dep_base(cq)
+            redis.call('ZREM', base .. 'cancelled', cid)
+            redis.call('ZADD', base .. 'waiting', now, cid)
+            dep_persist(child_key)
+            redis.call('HSET', child_key, 'state', WAITING, 'finished_at', '')
+            redis.call('HDEL', child_key, 'cancelled_by')
+            emit(base .. 'events', maxlen, cid, 'waiting', WAITING, {'from', CANCELLED, 'by', parent_ref})
+            work[#work + 1] = {child_key, child_ref}
+          end
+        end
+      end
+    end
+  end
+end
+
+-- What a script that brings a finished job back runs (requeue, edit, resubmit): its dependents wait for it again,
+-- and a job cancelled before its parents' results were put in its params gets them now (null where missing).
+local function deps_back(job_key, queue, job_id, from_state, now, maxlen)
+  local h = redis.call('HMGET', job_key, 'kids', 'splice_at')
+  if h[2] then dep_splice(job_key) end
+  if h[1] == '1' and from_state ~= COMPLETED then deps_revive(job_key, queue, job_id, now, maxlen) end
+  if h[1] == '1' or h[2] then dep_persist(job_key) end
+end
