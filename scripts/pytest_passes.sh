@@ -3,13 +3,15 @@
 #   1. parallel: all but the slow and browser tests, on pytest-xdist workers (PYTEST_WORKERS; default one per
 #      core, at most 8). Each worker starts its own redis-server and gets its own test database (pytest-django
 #      adds _gwN to its name), so the tests share nothing.
-#   2. serial: the `slow` tests (real worker, web and Redis processes, signals, timing) and the `browser` ones,
-#      one at a time as before: each starts several processes and keeps both cores busy on its own, and their
-#      timing would be at the mercy of the parallel pass if the two overlapped.
+#   2. slow: the `slow` tests (real worker, web and Redis processes, signals, timing) and the `browser` ones, after
+#      the parallel pass (their timing would be at the mercy of its CPU-bound workers if the two overlapped), on
+#      SLOW_WORKERS xdist workers (default 2): these tests mostly wait (for leases, processes, a browser), so two
+#      side by side keep the cores about as busy as one did. Whole modules go to one worker (--dist loadscope):
+#      their module fixtures (the quick chaos run, the adopted project's wheel) then run once, not once a worker.
 # Usage: scripts/pytest_passes.sh [MARK_EXPRESSION] [pytest arguments...]; MARK_EXPRESSION ("" for all)
 # narrows both passes (`make test-db` passes "db"). A pass that selects no test (pytest's exit 5) is not a failure;
 # both passes run even when the first fails, and the exit code is the first failure's.
-# PYTEST_WORKERS=0 runs the first pass without workers too (the suite as it ran before xdist).
+# PYTEST_WORKERS=0 runs the first pass without workers too, SLOW_WORKERS=0 the second (one test at a time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -17,6 +19,7 @@ mark=${1:-}
 shift || true
 workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
 [ "$workers" -gt 8 ] && workers=8
+slow_workers=${SLOW_WORKERS:-2}
 
 heavy="slow or browser"
 if [ -n "$mark" ]; then
@@ -43,7 +46,11 @@ run_pass() {  # name, pytest arguments...
 
 total_started=$(date +%s)
 run_pass "parallel ($workers workers)" -n "$workers" -m "$parallel_mark" "$@"
-run_pass "serial" -p no:xdist -m "$serial_mark" "$@"
+if [ "$slow_workers" -gt 0 ]; then
+  run_pass "slow ($slow_workers workers)" -n "$slow_workers" --dist loadscope -m "$serial_mark" "$@"
+else
+  run_pass "slow (one at a time)" -p no:xdist -m "$serial_mark" "$@"
+fi
 echo "== wall time =="
 printf '%s\n' "${summary[@]}" "total: $(($(date +%s) - total_started)) s"
 exit "$status"
