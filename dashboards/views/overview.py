@@ -53,7 +53,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context: dict[str, Any] = {
         "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
-        "problem": problem,
+        "problem": problem, "silenced": [*state.silenced, *service.silenced],
     }  # fmt: skip
     if htmx_asked(request) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")
