@@ -80,7 +80,8 @@ def create(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{cmd[1]} create failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    made: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return made
 
 
 def cmdstats(r: redis.Redis) -> dict[str, int]:
