@@ -3,8 +3,8 @@ queues spread over every node run to their end, operator actions and the console
 flow control spans nodes, a worker blocks on queues of several nodes without polling, and a primary killed and
 its replica promoted loses nothing acknowledged."""
 
-import os
 import itertools
+import os
 import signal
 import subprocess
 import time
