@@ -98,6 +98,31 @@ def test_filters_search_the_mirror_and_stay_in_the_url(client, mirror, r):
     assert f'href="/jobs/{found}/"' in page
 
 
+def test_the_state_filter_tells_failed_attempts_from_retrying_dead_and_discarded(client, mirror, r):
+    # Searching "failed" found nothing while attempts failed: the `failed` state is only the discarded end of a
+    # dead_letter_policy "discard" task. "had a failed attempt" finds every job with one, whatever its state now.
+    dead = dead_job(client, r)
+    retrying = client.enqueue("examples.fail", {"message": "again"}, max_retries=3).id
+    run_worker(r, ["examples.fail"])
+    fine = client.enqueue("examples.echo", {"x": 1}).id
+    run_worker(r, ["examples.echo"])
+    mirror.drain()
+    assert state_in_redis(client, retrying) == "retrying"
+    browser = web(*VIEW)
+    assert set(ids_on(browser.get("/jobs/", {"state": "failed_attempts"}))) == {dead, retrying}
+    assert ids_on(browser.get("/jobs/", {"state": "failed_attempts", "queue": "examples.fail"}))[0] in {dead, retrying}
+    assert ids_on(browser.get("/jobs/", {"state": "retrying"})) == [retrying]
+    assert ids_on(browser.get("/jobs/", {"state": "dead"})) == [dead]
+    assert ids_on(browser.get("/jobs/", {"state": "failed"})) == []
+    assert fine in ids_on(browser.get("/jobs/", {"state": "completed"}))
+    # The options are the state table's labels, the words the queue tabs and badges use.
+    page = text(browser.get("/jobs/"))
+    assert '<option value="failed_attempts">had a failed attempt (any state)</option>' in page
+    assert '<option value="failed">failed (discarded)</option>' in page
+    assert '<option value="waiting">waiting on dependencies</option>' in page
+    assert '<option value="dead">dead</option>' in page and '<option value="retrying">retrying</option>' in page
+
+
 def test_time_range_is_read_in_the_operators_time_zone(client, mirror, r):
     job = client.enqueue("examples.echo", {"x": 1}).id
     mirror.drain()
