@@ -13,11 +13,10 @@ window holds fewer matches than a page, the page says how far back it looked (`s
 cursor continues from there: each request's work stays bounded (a rare text in a million jobs took a second
 per request), and nothing is skipped, the caller pages on into older jobs.
 
-Filters (a dict; each present key narrows): state (or FAILED_ATTEMPTS), queue, task, id, unique_key (exact), text
-(inside the
-parameters, any case), after / before (aware datetimes: enqueued at or after / before), `queues` / `tasks` (lists:
-the row's must be one of them; an API token's limits), and `among`, a queryset of job ids the rows must be in (the
-API's submit tokens see their own jobs).
+Filters (a dict; each present key narrows): state (or FAILED_ATTEMPTS: any state, a failed attempt), queue, task,
+id, unique_key (exact), text (inside the parameters, any case), after / before (aware datetimes: enqueued at or
+after / before), `queues` / `tasks` (lists: the row's must be one of them; an API token's limits), and `among`, a
+queryset of job ids the rows must be in (the API's submit tokens see their own jobs).
 """
 
 import re
