@@ -11,6 +11,8 @@ from dashboards.permissions import view_required
 from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
 from dashboards.rendering import htmx_asked, page
 from jobconsole import health, service_health
+from jobconsole.core import JobState
+from jobconsole.core.states import STATES
 from jobconsole.metrics import series
 from jobconsole.metrics.windows import parse_span
 
@@ -41,7 +43,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         q.extra["rate"] = flow.get(q.name)
         q.extra["retrying"] = retrying[q.name]
     totals = {
-        "waiting": sum(q.counts.queued for q in queues),
+        "queued": sum(q.counts.queued for q in queues),
+        "waiting": sum(q.counts.sets.get("waiting", 0) for q in queues),  # the state: on their dependencies
         "scheduled": sum(q.counts.scheduled for q in queues),
         "retrying": sum(retrying.values()),
         "running": sum(q.counts.running for q in queues),
@@ -53,7 +56,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context: dict[str, Any] = {
         "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
-        "problem": problem,
+        "problem": problem, "waiting_label": STATES[JobState.WAITING].label,
     }  # fmt: skip
     if htmx_asked(request) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")
