@@ -105,3 +105,53 @@ def test_every_page_fits_a_1440_px_window_and_wide_tables_scroll_in_their_own_bo
     assert not wide, f"pages wider than {DESKTOP} px: {wide}"
     assert not clipped, f"tables cut off at the window's edge: {clipped}"
     tab.assert_no_browser_errors()
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_on_a_phone_the_navigation_folds_tables_stack_and_charts_have_no_toolbar(
+    visitor: Callable[..., Visitor], console_server: LiveConsole, console_users: ConsoleUsers, r: redis.Redis
+) -> None:
+    client = console_server.client
+    enqueue_shop(client)
+    for n in range(2):
+        client.enqueue("tests.layout_refused", {"n": n})
+    run_burst(r, default_registry, [LONG_QUEUE])  # retrying, with a long error message
+
+    desktop = visitor(console_users.operator)
+    desktop.visit("/", "overview-desktop")
+    assert not desktop.page.locator(".nav-toggle").is_visible() and desktop.page.locator(".nav").is_visible()
+    # On a desktop plotly's toolbar shows only while the pointer is over a chart.
+    assert desktop.page.locator("#chart-depth .modebar-container").count() == 1
+    assert desktop.page.locator("#chart-depth .modebar.modebar--hover").count() == 1  # plotly hides it till then
+
+    for scheme in ("light", "dark"):
+        tab = visitor(console_users.operator)
+        dark(tab, scheme == "dark")
+        tab.page.set_viewport_size(PHONE)
+        tab.visit("/", f"overview-phone-{scheme}")
+        toggle = tab.page.locator(".nav-toggle")
+        assert toggle.is_visible() and not tab.page.locator(".nav").is_visible(), "the navigation is not folded"
+        assert tab.page.locator("#chart-depth .main-svg").count() > 0
+        assert tab.page.locator(".chart .modebar").count() == 0, "plotly's toolbar is on a phone's chart"
+        tab.click(".nav-toggle", f"menu-open-{scheme}")
+        assert toggle.get_attribute("aria-expanded") == "true" and tab.page.locator(".nav").is_visible()
+        tab.page.locator(".nav a", has_text="Scheduled").click()
+        tab.page.wait_for_url(tab.url("/scheduled/"))
+        tab.screenshot(f"scheduled-phone-{scheme}")
+        assert not tab.page.locator(".nav").is_visible()  # a new page: folded again
+        # Rows stack: the header is out of sight, each cell shows its column's name before its value.
+        head = tab.page.locator("#scheduled thead").bounding_box()  # kept for screen readers, 1 px
+        assert head is not None and head["height"] <= 1 and head["width"] <= 1
+        cell = tab.page.locator("#scheduled tbody tr").first.locator("td").nth(1)
+        assert cell.get_attribute("data-label") == "Task"
+        before = cell.evaluate("el => getComputedStyle(el, '::before').content")
+        assert before == '"Task"', before
+        row = tab.page.locator("#scheduled tbody tr").first.bounding_box()
+        assert row is not None and row["width"] <= PHONE["width"]
+        for path in ("/", "/queues/", "/jobs/", "/scheduled/", "/dead/", "/workers/", "/queues/emails/"):
+            tab.visit(path, f"{path.strip('/').replace('/', '-') or 'overview'}-phone-{scheme}")
+            width = _width(tab)
+            assert width <= PHONE["width"], f"{path} is {width} px wide on a {PHONE['width']} px phone ({scheme})"
+        tab.assert_no_browser_errors()
