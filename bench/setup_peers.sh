@@ -3,6 +3,7 @@
 #
 #   var/bench/venv-a: huey, dramatiq, celery, rq   (bench/requirements-peers-a.txt)
 #   var/bench/venv-b: arq, saq                     (bench/requirements-peers-b.txt)
+#   var/bench/node:   bullmq, ioredis              (bench/node/package*.json; bench/workflow_peers.py)
 #
 # Two venvs because arq and saq cap redis-py below the version celery needs.
 # Idempotent: a venv is rebuilt only when its requirements file or the Python
@@ -68,6 +69,27 @@ setup_venv() {
     log "$name: installed: $("$venv/bin/python" -m pip freeze 2>/dev/null | tr '\n' ' ')"
 }
 
+# BullMQ for bench/workflow_peers.py: `npm ci` from the committed lock file, when Node is installed.
+setup_node() {
+    local dir="$BENCH_VAR/node" marker="$BENCH_VAR/node/$MARKER_NAME" want
+    if ! command -v npm >/dev/null; then
+        log "node: npm not found, skipping (workflow_peers.py's bullmq row needs it)"
+        return
+    fi
+    want="$(cat "$ROOT/bench/node/package.json" "$ROOT/bench/node/package-lock.json" | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$dir/node_modules/bullmq" ]]; then
+        log "node: up to date (bench/node/package-lock.json), skipping"
+        return
+    fi
+    log "node: npm ci with $(node --version) from bench/node/package-lock.json"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$ROOT/bench/node/package.json" "$ROOT/bench/node/package-lock.json" "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    echo "$want" > "$marker"
+    log "node: installed bullmq $(node -p 'require("'"$dir"'/node_modules/bullmq/package.json").version')"
+}
+
 main() {
     local python
     python="$(find_python)"
@@ -77,6 +99,7 @@ main() {
     [[ -f "$BENCH_VAR/.gitignore" ]] || printf '*\n' > "$BENCH_VAR/.gitignore"
     setup_venv "$python" venv-a "$ROOT/bench/requirements-peers-a.txt"
     setup_venv "$python" venv-b "$ROOT/bench/requirements-peers-b.txt"
+    setup_node
     log "done"
 }
 

@@ -3,8 +3,9 @@
 Looking needs the view permission of jobs (or their operate permission), as the admin's list does: a staff
 account without it sees nothing (superusers have every permission); acting
 needs `operate_<kind>` (retry, cancel, edit, resubmit, pause) and deleting needs `purge_<kind>`, where kind is
-job, deadletter, queue or periodicschedule (enable, disable, run now). Views check on the server; templates
-hide what the user may not do (`can`).
+job, deadletter, queue or periodicschedule (enable, disable, run now). `operate_queue` also covers the controls
+around the queues: quiet, resume and stop workers, edit flow control's limits, silence alarms. Views check on the
+server; templates hide what the user may not do (`can`).
 
 Every console view goes through `view_required`, which also marks its responses `Cache-Control: no-store` (as
 the admin's pages are): pages, htmx fragments and exports show jobs' parameters and errors, which no browser or

@@ -12,7 +12,8 @@ from jobconsole.models import Job
 @dataclass(slots=True)
 class QueueStatus:
     counts: QueueCounts
-    workers: int = 0  # live workers serving the queue
+    workers: int = 0  # live workers serving the queue (a quiet one takes no job: counted apart)
+    quiet: int = 0  # live workers of the queue an operator quieted
     busy: int = 0  # its jobs running on them now
     capacity: int = 0  # the threads of the workers serving it
     extra: dict[str, object] = field(default_factory=dict)
@@ -41,7 +42,10 @@ def queue_statuses(names: list[str] | None = None, workers: list[WorkerInfo] | N
     for name in queries.queues.names() if names is None else names:
         status = QueueStatus(queries.queues.counts(name))
         for worker in workers:
-            if name in worker.queues:
+            if name in worker.queues and worker.state == "quiet":
+                status.quiet += 1
+                status.busy += sum(1 for job in worker.current if job.get("queue") == name)
+            elif name in worker.queues:
                 status.workers += 1
                 status.capacity += worker.concurrency
                 status.busy += sum(1 for job in worker.current if job.get("queue") == name)

@@ -11,6 +11,7 @@ from dashboards.permissions import abilities
 # (section, label, URL name) in the order of the sidebar; a page a deployment does not route is left out.
 NAVIGATION = [
     ("overview", "Overview", "dashboards:overview"),
+    ("alarms", "Alarms", "dashboards:alarms"),
     ("queues", "Queues", "dashboards:queues"),
     ("jobs", "Jobs", "dashboards:jobs"),
     ("workflows", "Workflows", "dashboards:workflows"),

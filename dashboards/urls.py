@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from dashboards.operator_time import each_in_operator_zone
 from dashboards.views import (
+    alarms,
     assets,
     audit,
     bulk,
@@ -23,6 +24,9 @@ from dashboards.views import (
 app_name = "dashboards"
 urlpatterns = [
     path("", overview.overview, name="overview"),
+    path("alarms/", alarms.alarm_list, name="alarms"),
+    path("alarms/silence", alarms.alarm_silence, name="alarm_silence"),
+    path("alarms/lift", alarms.alarm_lift, name="alarm_lift"),
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<str:name>/", queues.queue_detail, name="queue"),
     path("queues/<str:name>/pause", queues.queue_pause, name="queue_pause"),
@@ -43,7 +47,10 @@ urlpatterns = [
     path("dead/", dead_letters.dead_letter_list, name="dead_letters"),
     re_path(r"^dead/export\.(?P<fmt>csv|json)$", dead_letters.dead_letter_export, name="dead_letters_export"),
     path("workers/", workers.worker_list, name="workers"),
+    path("workers/control", workers.worker_control, name="worker_control"),
     path("flow/", flow.flow_control, name="flow"),
+    path("flow/limit", flow.flow_queue_limit, name="flow_limit"),
+    path("flow/group", flow.flow_group, name="flow_group"),
     path("tasks/", tasks.task_list, name="tasks"),
     path("tasks/<str:name>/", tasks.task_detail, name="task"),
     path("audit/", audit.audit_log, name="audit"),

@@ -287,13 +287,10 @@ def _exception(job: Job) -> BaseException:
 def _cancelled_by_parent(job: Job, depth: int = 0) -> BaseException | None:
     """For a step of a workflow cancelled because a parent failed (a chain's later step, a chord's body): the
     failure that cancelled it, as Celery's get() raises a parent's error; a chord's body's is a ChordError."""
-    from jobconsole.core.keys import queue_keys
-    from jobconsole.engine import get_redis
-
-    by, mode = get_redis().hmget(queue_keys(job.queue).job(job.id), ["cancelled_by", "pass"])
+    by, mode = job.raw.get("cancelled_by", ""), job.raw.get("pass", "")  # the engine's workflow fields, as stored
     if not by or depth > 1000:
         return None
-    queue, _, parent_id = (by.decode() if isinstance(by, bytes) else str(by)).partition("|")
+    queue, _, parent_id = by.partition("|")
     try:
         parent = get_client().get(parent_id, queue)
     except (JobNotFound, InvalidJob):
@@ -302,7 +299,7 @@ def _cancelled_by_parent(job: Job, depth: int = 0) -> BaseException | None:
         error = _cancelled_by_parent(parent, depth + 1) or TaskRevokedError(f"job {parent.id} was cancelled")
     else:
         error = _exception(parent)
-    if (mode.decode() if isinstance(mode, bytes) else mode) == "list":
+    if mode == "list":
         return ChordError(f"Dependency {parent.id} raised {error!r}")
     return error
 

@@ -136,6 +136,7 @@ class Health:
     queues: list[QueueHealth]  # by name
     at: datetime  # Redis's clock
     window: float  # seconds the retry and failure rules counted
+    silenced: list[Any] = field(default_factory=list)  # alarms.Silenced: there, but counting toward no level
 
     @property
     def status(self) -> str:
@@ -165,8 +166,9 @@ class Health:
         }
 
 
-def check(queues: Sequence[str] | None = None, *, queries: Queries | None = None) -> Health:
-    """The health of these queues (default: every queue), now."""
+def check(queues: Sequence[str] | None = None, *, queries: Queries | None = None, silences: bool = True) -> Health:
+    """The health of these queues (default: every queue), now; an alarm an operator silenced (alarms.py) is set
+    apart in `silenced` and counts toward no level (`silences=False`: every alarm counts)."""
     queries = queries or get_client().queries
     config = health_config()
     names = list(queues) if queues is not None else queries.queues.names()
@@ -185,8 +187,22 @@ def check(queues: Sequence[str] | None = None, *, queries: Queries | None = None
     reasons: list[Reason] = []
     results = [_queue_health(g, by_task.get(g.queue, {}), config, reasons) for g in gauges]
     reasons.sort(key=lambda r: (-r.level, r.queue, r.task or "", r.rule))
+    silenced: list[Any] = []
+    if silences:
+        from jobconsole import alarms  # it imports this module's types
+
+        reasons, silenced = alarms.split(reasons, resolve=queues is None)
+        if silenced:
+            results = [_without_silenced(q, reasons) for q in results]
     level = max((r.level for r in reasons), default=Level.GREEN)
-    return Health(level, reasons, sorted(results, key=lambda q: q.queue), now, config["WINDOW"])
+    return Health(level, reasons, sorted(results, key=lambda q: q.queue), now, config["WINDOW"], silenced)
+
+
+def _without_silenced(q: QueueHealth, loud: list[Reason]) -> QueueHealth:
+    """A queue's and its tasks' levels from the reasons that still shout."""
+    mine = [r for r in loud if r.queue == q.queue]
+    tasks = [replace(t, level=max((r.level for r in mine if r.task == t.task), default=Level.GREEN)) for t in q.tasks]
+    return replace(q, level=max((r.level for r in mine), default=Level.GREEN), tasks=tasks)
 
 
 def _queue_health(

@@ -532,3 +532,26 @@ class PeriodicSchedule(models.Model):
             self.to_schedule()
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
+
+
+class AlarmSilence(models.Model):
+    """An operator's silence of one alarm (jobconsole/alarms.py): the alarm still shows, as silenced with who, why
+    and until when, and counts toward no level until the silence ends: at `until`, or (no `until`) once the
+    alarm has cleared; `ended_at` marks one ended early (lifted, replaced, or cleared)."""
+
+    key = models.CharField(max_length=300, db_index=True, help_text="the alarm: rule:queue:task, or service:<part>")
+    label = models.TextField(blank=True, default="", help_text="the alarm's sentence when it was silenced")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=150)
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    until = models.DateTimeField(null=True, blank=True, help_text="empty: until the alarm clears")
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    ended_why = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "alarm silence"
+
+    def __str__(self) -> str:
+        return f"{self.key} silenced by {self.actor}"

@@ -36,6 +36,7 @@ MIRROR = "mirror"
 WORKERS = "workers"
 EVERY_COMPONENT = (REDIS, REDIS_WRITES, DATABASE, MIRROR, WORKERS)
 PROBE = (REDIS, REDIS_WRITES, DATABASE)  # what /healthz checks
+SILENCEABLE = (MIRROR, WORKERS)  # an operator may silence these degraded findings, never Redis's or the database's
 # How the console names each component (the ids above are the JSON's, /healthz and the API).
 LABELS = {REDIS: "Redis", REDIS_WRITES: "Redis writes", DATABASE: "Database", MIRROR: "Database mirror",
           WORKERS: "Workers"}  # fmt: skip
@@ -61,6 +62,7 @@ class Finding:
     severity: Severity
     component: str
     reason: str
+    subject: str = ""  # what it is about within its component: the queue of a workers finding (alarms.py's key)
 
     @property
     def label(self) -> str:
@@ -72,9 +74,10 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class ServiceHealth:
-    findings: list[Finding]  # in the order checked
+    findings: list[Finding]  # in the order checked, the silenced ones left out
     at: datetime
     timings: dict[str, float] = field(default_factory=dict)  # redis_ms, database_ms: round trips that answered
+    silenced: list[Any] = field(default_factory=list)  # alarms.Silenced: degraded findings an operator silenced
 
     @property
     def severity(self) -> Severity:
@@ -109,9 +112,11 @@ def check(
     *,
     client: Client | None = None,
     queues: Sequence[QueueFigures] | None = None,
+    silences: bool = True,
 ) -> ServiceHealth:
     """The findings of these components, now. `queues`: the queues' figures when the caller has read them already
-    (health.check() has), so the workers rule reads no queue again."""
+    (health.check() has), so the workers rule reads no queue again. A full check sets the mirror's and workers'
+    degraded findings an operator silenced apart (`silenced`, alarms.py); `silences=False` keeps every one."""
     client = client or get_client()
     queries = client.queries
     findings: list[Finding] = []
@@ -139,7 +144,21 @@ def check(
             findings.append(Finding(Severity.DOWN, REDIS, f"Redis unreachable: {_error(exc)}."))
         except DatabaseError as exc:
             findings.append(Finding(Severity.DOWN, DATABASE, f"database unreachable: {_error(exc)}."))
-    return ServiceHealth(findings, datetime.now(UTC), timings)
+    silenced: list[Any] = []
+    if silences and redis_up and database_up and MIRROR in components and WORKERS in components:
+        findings, silenced = _silence(findings)
+    return ServiceHealth(findings, datetime.now(UTC), timings, silenced)
+
+
+def _silence(findings: list[Finding]) -> tuple[list[Finding], list[Any]]:
+    """The mirror's and the workers' degraded findings an operator silenced (alarms.py), set apart; a Redis or
+    database problem is never silenced."""
+    from jobconsole import alarms  # it imports this module's types
+
+    silenceable = [f for f in findings if f.component in SILENCEABLE and f.severity is Severity.DEGRADED]
+    loud, silenced = alarms.split(silenceable, key=alarms.finding_key, service=True)
+    dropped = {id(f) for f in silenceable} - {id(f) for f in loud}
+    return [f for f in findings if id(f) not in dropped], silenced
 
 
 def _error(exc: BaseException) -> str:
@@ -249,9 +268,11 @@ def _workers(queries: Queries, queues: Sequence[QueueFigures] | None) -> list[Fi
                 Severity.OK, WORKERS, f"queue '{q.queue}' is paused with {jobs} and no live worker serves it.",
             ))  # fmt: skip
             continue
+        quiet = sum(1 for w in workers if w.state == "quiet" and q.queue in w.queues)
+        why = (f" ({quiet} quiet worker{'s' if quiet != 1 else ''}: an operator's; resume one on the Workers page)"
+               if quiet else _last_seen(q.queue, workers, now))  # fmt: skip
         findings.append(Finding(
-            Severity.DEGRADED, WORKERS,
-            f"queue '{q.queue}' has {jobs} and no live worker serves it{_last_seen(q.queue, workers, now)}.",
+            Severity.DEGRADED, WORKERS, f"queue '{q.queue}' has {jobs} and no live worker serves it{why}.", q.queue,
         ))  # fmt: skip
     if not any(f.severity for f in findings):
         threads = sum(w.concurrency for w in live)

@@ -56,7 +56,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     }
     context: dict[str, Any] = {
         "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
-        "problem": problem, "waiting_label": STATES[JobState.WAITING].label,
+        "problem": problem, "silenced": [*state.silenced, *service.silenced],
+        "waiting_label": STATES[JobState.WAITING].label,
     }  # fmt: skip
     if htmx_asked(request) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")

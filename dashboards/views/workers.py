@@ -1,14 +1,18 @@
-"""Workers: every registered worker, live or gone, with what it runs."""
+"""Workers: every registered worker, live or gone, with what it runs; quiet, resume or stop one, or a host's."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from dashboards.permissions import view_required
+from dashboards.permissions import operate_required, view_required
 from dashboards.rendering import page
+from jobconsole.controls import DOES, ControlError, control_workers
 from jobconsole.core import JobState
 from jobconsole.core.job import Job
 from jobconsole.core.queries.workers import WorkerInfo
@@ -24,7 +28,7 @@ RUNNING_SCAN = 500  # running jobs read per queue to find those of gone workers
 @dataclass(slots=True)
 class WorkerRow:
     info: WorkerInfo
-    status: str  # running, stopping, silent (no heartbeat lately), gone (entry expired)
+    status: str  # running, quiet, stopping, silent (no heartbeat lately), gone (entry expired)
     jobs: list[dict[str, Any]] = field(default_factory=list)  # what it runs, or ran when it went silent
 
     @property
@@ -55,6 +59,10 @@ def _jobs_of(worker_ids: set[str]) -> dict[str, list[Job]]:
 
 @view_required
 def worker_list(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+def _page(request: HttpRequest, status: int = 200) -> HttpResponse:
     now = timezone.now()
     rows = [WorkerRow(info, _status(info, now)) for info in get_client().queries.workers.all()]
     lost = {row.info.id for row in rows if row.status in ("gone", "silent")}
@@ -66,8 +74,8 @@ def worker_list(request: HttpRequest) -> HttpResponse:
             ]
         else:
             row.jobs = row.info.current
-    rows.sort(key=lambda r: (r.status != "running", r.info.host, r.info.id))
-    live = [r for r in rows if r.status in ("running", "stopping")]
+    rows.sort(key=lambda r: (r.status not in ("running", "quiet"), r.info.host, r.info.id))
+    live = [r for r in rows if r.status in ("running", "quiet", "stopping")]
     context = {
         "rows": rows,
         "live": len(live),
@@ -77,5 +85,30 @@ def worker_list(request: HttpRequest) -> HttpResponse:
         "failed": sum(r.info.failed for r in live),
         "lost": len(lost),
         "silent_after": SILENT_AFTER.total_seconds(),
+        "quiet": sum(1 for r in live if r.status == "quiet"),
+        "hosts": sorted({r.info.host for r in live if r.info.host}),
     }
-    return page(request, "dashboards/workers.html", "workers", context, partial="live")
+    return page(request, "dashboards/workers.html", "workers", context, partial="live", status=status)
+
+
+@require_POST
+@operate_required("queue")
+def worker_control(request: HttpRequest) -> HttpResponse:
+    """Quiet, resume or stop a worker (`worker`) or every worker of a host (`host`); audited."""
+    form = request.POST
+    action = form.get("action", "")
+    target = {"worker": form["worker"]} if form.get("worker") else {"host": form["host"]} if form.get("host") else {}
+    try:
+        done = control_workers(request.user, action, reason=form.get("reason", ""), **target)
+    except ControlError as exc:
+        messages.error(request, f"Nothing changed: {exc}")
+        return _page(request, status=exc.status)
+    if "worker" in target:
+        named = f"Worker {target['worker']}"
+    else:
+        named = f"{len(done.outcomes)} worker(s) of {target['host']}"
+    if done.changed:
+        messages.success(request, f"{named} {DOES[action]}. Each acts on it within about 2 s.")
+    else:
+        messages.info(request, f"{named}: nothing to change (already so, or stopping).")
+    return redirect("dashboards:workers")

@@ -20,6 +20,7 @@ from dashboards.permissions import operate_required, view_required
 from dashboards.rendering import page
 from dashboards.workflow_graph import Member, base, layout, natural, segments
 from jobconsole import audit
+from jobconsole.core.errors import JobNotFound
 from jobconsole.core.states import JobState
 from jobconsole.engine import get_client
 from jobconsole.models import Job, JobLink, Workflow
@@ -126,8 +127,9 @@ def workflow_detail(request: HttpRequest, workflow_id: str) -> HttpResponse:
 @operate_required("job")
 def workflow_cancel(request: HttpRequest, workflow_id: str) -> HttpResponse:
     wf = _workflow(workflow_id)
-    cancelled, asked = get_client().cancel_workflow(wf.id, wf.queue)
-    if cancelled < 0:
+    try:
+        cancelled, asked = get_client().cancel_workflow(wf.id, wf.queue)
+    except JobNotFound:
         messages.error(request, "Redis no longer holds this workflow (its record expired): nothing to cancel.")
         return redirect("dashboards:workflow", workflow_id=wf.id)
     audit.record(

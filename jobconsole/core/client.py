@@ -28,6 +28,8 @@ from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_
 from jobconsole.core.timing import MAX_DELAY_SECONDS, TOO_FAR, parse_run_at
 from jobconsole.core.workflows import InvalidWorkflow, Step, WorkflowResult
 
+WORKER_ACTIONS = ("quiet", "resume", "stop")  # Client.control_workers
+
 MAX_PARAMS_BYTES = 1_000_000
 MAX_UNIQUE_KEY = 200
 MAX_RETRIES = 1000  # retries after the first attempt a job may be given
@@ -454,6 +456,26 @@ class Client:
         if not keys.NAME_PATTERN.match(queue):
             raise InvalidJob(f"invalid queue name {queue!r}")
         return queue
+
+    # --- workers: an operator's quiet, resume and stop (core/worker/control.py) ------------------------
+
+    def control_workers(self, worker_ids: Sequence[str], action: str) -> dict[str, str]:
+        """'quiet', 'resume' or 'stop' each of these live workers, in one round trip (each atomic on its own):
+        worker id -> 'done', 'already' or 'missing'. A worker acts on it at its next registry renewal."""
+        if action not in WORKER_ACTIONS:
+            raise InvalidJob(f"unknown worker action {action!r}: quiet, resume or stop")
+        ids = list(dict.fromkeys(worker_ids))
+        replies = self.store.run_many([self.store.control_worker_call(w, action) for w in ids])
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return dict(zip(ids, replies, strict=True))
+
+    def control_host(self, host: str, action: str) -> dict[str, str]:
+        """The same action on every live worker registered from `host` (runworker's JOBCONSOLE_HOST_ID, or the
+        host name); {} when none is."""
+        ids = [w.id for w in self.queries.workers.all() if w.host == host and w.state != "gone"]
+        return self.control_workers(ids, action) if ids else {}
 
     # --- flow control (core/groups.py) ------------------------------------------------------------
 

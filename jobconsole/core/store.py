@@ -115,6 +115,10 @@ def _str(reply: Any) -> str:
     return str(reply)
 
 
+def _optional_str(reply: Any) -> str | None:
+    return None if reply is None else str(reply)
+
+
 def _strings(reply: Any) -> list[str]:
     return [str(r) for r in reply]
 
@@ -467,13 +471,27 @@ class Store:
         options = [item for pair in task_options.items() for item in pair]
         self.run(Call("announce", _fill("announce", None, {}), [len(queues), *queues, *options], _int))
 
-    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> bool:
-        """Write the worker's registry hash; False when its id was declared gone (nothing written)."""
+    def register_worker(self, worker_id: str, *, ttl_s: int, now_ms: int, info: dict[str, Arg]) -> str | None:
+        """Write the worker's registry hash; returns the operator's control of it ('quiet', 'stop' or ''), or None
+        when its id was declared gone (nothing written)."""
         fields = [item for pair in info.items() for item in pair]
         named = {"worker": keys.worker_key(worker_id)}
         return self.run(
-            Call("register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields], _bool)
-        )
+            Call(
+                "register_worker", _fill("register_worker", None, named), [worker_id, ttl_s, now_ms, *fields],
+                _optional_str,
+            )
+        )  # fmt: skip
+
+    def control_worker_call(self, worker_id: str, action: str) -> Call[str]:
+        """An operator's 'quiet', 'stop' or 'resume' of a live worker (worker_control.lua): 'done', 'already' or
+        'missing'."""
+        named = {"worker": keys.worker_key(worker_id)}
+        return Call("worker_control", _fill("worker_control", None, named), [action], _str)
+
+    def clear_worker_control(self, worker_id: str) -> None:
+        """A worker starting under a name an earlier process used: that process's quiet or stop is not for it."""
+        self.redis.hdel(keys.worker_key(worker_id), "control")
 
     def worker_beat(self, worker_id: str, *, expiry_ms: int) -> bool:
         """A worker process's heartbeat: alive until now + `expiry_ms`; False when its id was declared gone."""

@@ -163,7 +163,7 @@ def _gauges(reading: Reading) -> list[Family]:
         oldest.points.append(Point({"queue": g.queue}, g.oldest_wait or 0.0))
         paused.points.append(Point({"queue": g.queue}, 1.0 if g.paused else 0.0))
         serving.points.append(Point({"queue": g.queue}, sum(1 for w in live if g.queue in w.queues)))
-    states = dict.fromkeys(("running", "stopping", "gone"), 0)
+    states = dict.fromkeys(("running", "quiet", "stopping", "gone"), 0)
     for w in reading.workers:
         states[w.state] = states.get(w.state, 0) + 1
     for state, n in states.items():

@@ -186,7 +186,10 @@ SCHEMAS: dict[str, Schema] = {
             "queues": array(TEXT),
             "concurrency": integer(),
             "active_threads": integer(),
-            "state": string("running, stopping, or gone (it stopped heartbeating)"),
+            "state": string("running, quiet (takes no new jobs), stopping, or gone (it stopped heartbeating)"),
+            "control": string("an operator's quiet or stop, before the worker acts on it; empty: none"),
+            "busy": integer("jobs it runs now, of its concurrency"),
+            "uptime_s": nullable(number("seconds since it started (Redis's clock)")),
             "started_at": TIME,
             "heartbeat_at": TIME,
             "processed": integer(),
@@ -327,9 +330,17 @@ def worker(info: WorkerInfo) -> dict[str, Any]:
         "id": info.id, "host": info.host, "pid": info.pid, "queues": info.queues, "concurrency": info.concurrency,
         "active_threads": info.active_threads, "state": info.state, "started_at": iso(info.started_at),
         "heartbeat_at": iso(info.heartbeat_at), "processed": info.processed, "failed": info.failed,
-        "current": info.current, "gone_at": iso(info.gone_at), "gone_reason": info.gone_reason,
+        "current": info.current, "control": info.control, "busy": len(info.current),
+        "uptime_s": _uptime(info), "gone_at": iso(info.gone_at), "gone_reason": info.gone_reason,
         "jobs_taken_back": info.jobs_taken_back,
     }  # fmt: skip
+
+
+def _uptime(info: WorkerInfo) -> float | None:
+    if info.started_at is None or info.state == "gone":
+        return None
+    ended = info.heartbeat_at or info.started_at
+    return round(max(0.0, (ended - info.started_at).total_seconds()), 3)
 
 
 def operation(op: BulkOperation) -> dict[str, Any]:

@@ -40,6 +40,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client as WebClient
 
 from dashboards.views.assets import VERSION as PLOTLY_VERSION
+from jobconsole.core.groups import Group
+from jobconsole.core.store import Store
+from jobconsole.engine import get_client
 from jobconsole.models import BulkOperation, PeriodicSchedule
 from jobconsole_api.models import ApiToken
 
@@ -57,6 +60,8 @@ LIMITED_QUEUE = "other"
 WORLD_QUEUES = ["apitest", "apitest.dead"]  # the queues of the jobs the world makes (tests/api/v1/tasks.py)
 WAITING = {"task": "apitest.add", "params": {"a": 1}, "delay": 600}  # scheduled: cancellable and editable
 UNIQUE_KEY = "matrix/reminder"
+MATRIX_WORKER = "matrix-host:1:abcdef"
+MATRIX_HOST = "matrix-host"
 WORKFLOW = {"steps": [{"name": "first", **WAITING}, {"name": "then", "task": "apitest.add", "params": {"a": 2},
                                                     "after": ["first"]}]}  # fmt: skip
 
@@ -115,6 +120,27 @@ class World:
         assert response.status_code == 201, ("setting up: the submit token's submission", response.content[:300])
         job_id: str = response.json()["id"]
         return job_id
+
+    def worker(self) -> str:
+        """A live worker's registry entry (no process behind it: a control only needs the entry)."""
+
+        def make() -> str:
+            info = {"host": MATRIX_HOST, "pid": 1, "queues": "apitest", "concurrency": 2, "state": "running"}
+            Store(self.r).register_worker(MATRIX_WORKER, ttl_s=300, now_ms=1_000, info=info)
+            return MATRIX_WORKER
+
+        return str(self._once("worker", make))
+
+    def silence(self) -> None:
+        """A silence in force of the alarm delay:apitest: (jobconsole/alarms.py)."""
+        from jobconsole.alarms import silence
+
+        self._once("silence", lambda: silence("matrix", "delay:apitest:", "1h", "known"))
+
+    def group(self) -> str:
+        """The concurrency group "payments", defined."""
+        get_client().define_group(Group("payments", connections=2))
+        return "payments"
 
     def waiting_job(self) -> str:
         """A job of the queue apitest due in ten minutes (scheduled): it can be cancelled, edited, deleted."""
@@ -447,10 +473,25 @@ ROWS: list[Row] = [
     Row("PUT", f"{V}/queues/<str:queue>/limit", send("PUT", f"{V}/queues/apitest/limit", {"limit": 2}, waiting),
         v1(200, submit=403, read=403, limited=403)),
     Row("GET", f"{V}/workers", get(f"{V}/workers"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
+    # A worker serves every queue it names: a limited token may not quiet or stop it (as GET /workers).
+    Row("POST", f"{V}/workers/<str:worker>/control",
+        send("POST", lambda w: f"{V}/workers/{w.worker()}/control", {"action": "quiet"}),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
+    Row("POST", f"{V}/hosts/<str:host>/control",
+        send("POST", f"{V}/hosts/{MATRIX_HOST}/control", {"action": "quiet"}, lambda w: w.worker()),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
     Row("GET", f"{V}/scheduled", get(f"{V}/scheduled", waiting), v1(200, submit=403, read=200, limited=200),
         check=shows(waiting, to=OWNERS, not_to=OTHERS)),
     Row("GET", f"{V}/flow", get(f"{V}/flow"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
     Row("PUT", f"{V}/groups/<str:group>", send("PUT", f"{V}/groups/payments", {"connections": 2}),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
+    # --- /api/v1: alarms (the health spans every queue: not for a limited token) ---
+    Row("GET", f"{V}/alarms", get(f"{V}/alarms"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
+    Row("POST", f"{V}/alarms/silence",
+        send("POST", f"{V}/alarms/silence", {"alarm": "delay:apitest:", "for": "1h", "reason": "known"}),
+        v1(200, submit=403, read=403, limited=403, limited_in=403)),
+    Row("POST", f"{V}/alarms/lift",
+        send("POST", f"{V}/alarms/lift", {"alarm": "delay:apitest:"}, lambda w: w.silence()),
         v1(200, submit=403, read=403, limited=403, limited_in=403)),
     # --- /api/v1: schedules ---
     Row("GET", f"{V}/schedules", get(f"{V}/schedules"), v1(200, submit=403, read=200, limited=403, limited_in=403)),
@@ -570,6 +611,10 @@ ROWS: list[Row] = [
         check=shows(waiting, to=OWNERS, not_to=OTHERS), note="choice: a job list of one queue, like task-list"),
     # --- the console ---
     Row("GET", "/", get("/"), page()),
+    Row("GET", "/alarms/", get("/alarms/"), page()),
+    Row("POST", "/alarms/silence", form("/alarms/silence", {"alarm": "delay:apitest:", "duration": "1h",
+                                                           "reason": "known"}), action()),
+    Row("POST", "/alarms/lift", form("/alarms/lift", {"alarm": "delay:apitest:"}, lambda w: w.silence()), action()),
     Row("GET", "/queues/", get("/queues/"), page()),
     Row("GET", "/queues/<str:name>/", get("/queues/apitest/", waiting), page()),
     Row("POST", "/queues/<str:name>/pause", form("/queues/apitest/pause", {"action": "pause"}, waiting), action()),
@@ -594,7 +639,12 @@ ROWS: list[Row] = [
     Row("GET", "/dead/", get("/dead/"), page()),
     Row("GET", r"/dead/export\.(?P<fmt>csv|json)", get("/dead/export.csv"), page()),
     Row("GET", "/workers/", get("/workers/"), page()),
+    Row("POST", "/workers/control", form("/workers/control", lambda w: {"worker": w.worker(), "action": "quiet"}),
+        action()),
     Row("GET", "/flow/", get("/flow/"), page()),
+    Row("POST", "/flow/limit", form("/flow/limit", {"queue": "apitest", "limit": "3"}, waiting), action()),
+    Row("POST", "/flow/group", form("/flow/group", {"group": "payments", "connections": "3"}, lambda w: w.group()),
+        action()),
     Row("GET", "/tasks/", get("/tasks/"), page()),
     Row("GET", "/tasks/<str:name>/", get("/tasks/apitest.add/", waiting), page()),
     Row("GET", "/audit/", get("/audit/"), page()),

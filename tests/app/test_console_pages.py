@@ -312,7 +312,9 @@ def test_flow_control_page_shows_groups_their_waiting_jobs_and_queue_limits(clie
     state = group["state"]
     assert (state.name, state.connections, state.in_use, state.started_in_window) == ("payments", 2, 1, 1)
     assert state.held == {"examples.echo": 3} and group["rate"] == "10 a minute"
-    assert page.context["limits"] == [{"queue": "examples.sleep", "limit": 3, "running": 0, "full": False}]
+    assert page.context["limits"] == [
+        {"queue": "examples.sleep", "limit": 3, "running": 0, "full": False, "settings": None, "changed": True}
+    ]  # set at run time: not in the settings
     html = page.content.decode()
     assert "1 of 2" in html and "10 a minute" in html and "Flow control" in html
     assert client.counts("examples.echo").queued == 3  # held jobs are waiting jobs

@@ -11,7 +11,7 @@ from django.urls import URLPattern, reverse
 
 from dashboards import urls as console_urls
 from dashboards.views.assets import VERSION as PLOTLY_VERSION
-from jobconsole.models import BulkOperation, PeriodicSchedule
+from jobconsole.models import BulkOperation, PeriodicSchedule, Workflow
 from tests.mirror_fixtures import *  # noqa: F403
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -32,6 +32,7 @@ def test_every_console_url_answers_no_store(client):
     PeriodicSchedule.objects.create(name="nightly", task="examples.echo", cron="@daily")
     operation = BulkOperation.objects.create(kind=BulkOperation.Kind.RETRY_JOBS, actor="op")
     queue, job, pk = {"name": "examples.echo"}, {"job_id": job_id}, {"pk": operation.pk}
+    flow = {"workflow_id": Workflow.objects.create(id="01WF0000000000000000000000", queue="examples.echo").id}
     arguments = {
         "overview": {}, "queues": {}, "queue": queue, "queue_pause": queue, "jobs": {}, "job": job,
         "job_retry": job, "job_cancel": job, "job_recover": job, "job_edit": job,
@@ -40,6 +41,8 @@ def test_every_console_url_answers_no_store(client):
         "dead_letters": {}, "dead_letters_export": {"fmt": "csv"}, "workers": {}, "flow": {}, "tasks": {},
         "task": {"name": "examples.echo"}, "audit": {}, "bulk_list": {}, "bulk_preview": {}, "bulk_confirm": {},
         "bulk_detail": pk, "bulk_progress": pk, "bulk_cancel": pk, "bulk_resume": pk, "healthz": {},
+        "alarms": {}, "alarm_silence": {}, "alarm_lift": {}, "worker_control": {}, "flow_limit": {}, "flow_group": {},
+        "workflows": {}, "workflow": flow, "workflow_cancel": flow,
     }  # fmt: skip
     # The one exception: plotly.js, a public static file whose URL names its version, is kept a year.
     static = {"plotly": {"version": PLOTLY_VERSION}}

@@ -15,7 +15,7 @@ from jobconsole.core.store import _fill, group_script_keys, script_keys
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "jobconsole" / "core"
 PRIVATE = {"jobconsole.core.keys", "jobconsole.core.scripts", "jobconsole.core.wire"}
-GLOBAL_SCRIPTS = {"announce", "lock", "mirror_epoch", "mirror_read", "periodic", "register_worker"}
+GLOBAL_SCRIPTS = {"announce", "lock", "mirror_epoch", "mirror_read", "periodic", "register_worker", "worker_control"}
 
 
 def _product_modules() -> list[Path]:

@@ -73,6 +73,7 @@ def every_call(store: Recorder) -> list[Call[Any]]:
         lambda: store.release_orphans(q, w, []),
         lambda: store.announce([q, "other"], {"t": "{}"}),
         lambda: store.register_worker("w-1", ttl_s=10, now_ms=1, info={"host": "h"}),
+        lambda: store.control_worker_call("w-1", "quiet"),
         lambda: store.acquire_lock("maintenance", "tok", 1000),
         lambda: store.recover(q, limit=1, outage_ms=0, ttl_ms=1),
         lambda: store.worker_beat("w-1", expiry_ms=3000),

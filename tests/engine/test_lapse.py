@@ -19,7 +19,7 @@ LONG_LEASE_MS = 300_000
 
 def _register(store: Store, worker: str, *, expiry_ms: int, queues: str = "q") -> None:
     info = {"id": worker, "host": "h", "pid": 7, "queues": queues, "processed": 41, "failed": 2, "state": "running"}
-    assert store.register_worker(worker, ttl_s=30, now_ms=store.time_ms(), info=dict(info))
+    assert store.register_worker(worker, ttl_s=30, now_ms=store.time_ms(), info=dict(info)) == ""  # no control
     assert store.worker_beat(worker, expiry_ms=expiry_ms)
 
 
@@ -67,7 +67,7 @@ def test_a_lapsed_worker_loses_its_jobs_at_once_and_only_its_own(r: "redis.Redis
     assert gone.gone_at is not None and gone.gone_reason.startswith("no heartbeat for 0.")
     assert 0 < r.ttl(keys.worker_key("dead")) <= 3600
     assert not store.worker_beat("dead", expiry_ms=300)
-    assert not store.register_worker("dead", ttl_s=30, now_ms=store.time_ms(), info={"state": "running"})
+    assert store.register_worker("dead", ttl_s=30, now_ms=store.time_ms(), info={"state": "running"}) is None
     assert watch.step() == 0  # declared once
     assert r.zcard(keys.TAKING) == 0
 

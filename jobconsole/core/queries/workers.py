@@ -18,7 +18,8 @@ class WorkerInfo:
     queues: list[str]
     concurrency: int
     active_threads: int
-    state: str  # 'running' or 'stopping'; 'gone' when it stopped heartbeating (core/lapse.py) or its hash expired
+    # 'running', 'quiet' or 'stopping'; 'gone' when it stopped heartbeating (core/lapse.py) or its hash expired
+    state: str
     started_at: datetime | None
     heartbeat_at: datetime | None
     processed: int
@@ -27,6 +28,7 @@ class WorkerInfo:
     gone_at: datetime | None = None  # when a recoverer declared it gone (None: live, or its record expired)
     gone_reason: str = ""  # why, in words: "no heartbeat for 3.2 s (deadline passed 0.2 s ago)"
     jobs_taken_back: int = 0  # its running jobs the recoverer took back then
+    control: str = ""  # an operator's 'quiet' or 'stop' not necessarily acted on yet (worker_control.lua)
 
 
 class Workers(Reader):
@@ -49,7 +51,7 @@ class Workers(Reader):
                     processed=_int(h.get("processed")), failed=_int(h.get("failed")),
                     current=[] if h.get("state") == "gone" else current,  # taken back: it runs nothing now
                     gone_at=ms_to_datetime(h.get("gone_at")), gone_reason=h.get("gone_reason", ""),
-                    jobs_taken_back=_int(h.get("jobs_taken_back")),
+                    jobs_taken_back=_int(h.get("jobs_taken_back")), control=h.get("control", ""),
                 )
             )  # fmt: skip
         return out

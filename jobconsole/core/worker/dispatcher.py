@@ -24,6 +24,7 @@ from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry, default_registry
 from jobconsole.core.thread_pacing import ThreadPacer, threads_cpu_clock
 from jobconsole.core.worker.clock import RedisClock
+from jobconsole.core.worker.control import QUIET, Controls
 from jobconsole.core.worker.exchange import PREFETCH_BELOW_MS, Exchange
 from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.heartbeats import Heartbeats
@@ -108,6 +109,7 @@ class Worker:
         self._dispatcher_ident: int | None = None  # the thread that calls run()
         self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
         self._stop = StopRequests()
+        self.controls = Controls(self._stop, self.id)  # an operator's quiet or stop (core/worker/control.py)
         self.clock = RedisClock(self.store)
         self._base_id, self._incarnation = self.id, 1  # a worker declared gone goes on as <id>~2, ~3, ...
         self.liveness = Liveness(self.store, lambda: self.id, expiry_s=expiry)
@@ -126,7 +128,7 @@ class Worker:
         )  # fmt: skip
         self.registration = Registration(
             self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,
-            self.exchange, self._stop, self.liveness, concurrency=concurrency,
+            self.exchange, self._stop, self.liveness, self.controls, concurrency=concurrency,
         )  # fmt: skip
         self.idle = IdleWait(
             self.store, self.identity, self.queues, self.running, self._results, self._threads, self.launcher,
@@ -202,6 +204,7 @@ class Worker:
     def _dispatch_loop(self) -> None:
         """Report, claim and wait in turn until stopped, out of work (burst) or done with --max-tasks."""
         exchange, idle, shutdown, stop, running = self.exchange, self.idle, self.shutdown, self._stop, self.running
+        controls = self.controls
         backoff = 0.1
         while True:
             try:
@@ -210,11 +213,16 @@ class Worker:
                 exchange.collect()
                 self._pace()
                 if stop.count:
+                    controls.leave_idle(exchange)
                     exchange.report_and_claim(0)
                     if shutdown.step():
                         return
                     exchange.wait_for_results(0.1)
                     continue
+                if controls.quiet:
+                    controls.quiet_step(exchange, self.registration.renew)
+                    continue
+                controls.resumed()
                 if exchange.orphans_possible:
                     exchange.release_orphans()
                 free = exchange.gather()
@@ -247,6 +255,8 @@ class Worker:
             if job.lost and job.interrupt(LeaseLost):
                 interrupted += 1
         self.exchange.release_orphans()  # the old id's idle registration and inbox, and leases never received
+        if self.controls.quiet:  # the operator quieted this worker, not its old id: the new id stays quiet
+            self.registration.carried_control = QUIET  # before the rename, so no renewal of the new id reads ''
         self._rename()
         self.liveness.gone.clear()
         self.registration.renew()
@@ -266,6 +276,7 @@ class Worker:
         self.exchange._identity = self.groups._identity = self.identity
         self.idle._identity = self.registration._identity = self.identity
         self.heartbeats._worker_id = self.launcher._worker_id = self.shutdown._worker_id = self.id
+        self.controls._worker_id = self.id
 
     def _done_with_max_tasks(self) -> bool:
         """--max-tasks jobs claimed, and all of them reported."""

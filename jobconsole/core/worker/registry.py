@@ -13,6 +13,7 @@ from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.tasks import TaskRegistry
 from jobconsole.core.worker.clock import RedisClock
+from jobconsole.core.worker.control import Controls
 from jobconsole.core.worker.stop import StopRequests
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Registration:
         exchange: "Exchange",
         stop: StopRequests,
         liveness: "Liveness",
+        controls: Controls,
         *,
         concurrency: int,
     ) -> None:
@@ -53,6 +55,8 @@ class Registration:
         self._threads = threads
         self._exchange = exchange
         self._stop = stop
+        self._controls = controls
+        self.carried_control = ""  # an operator's quiet of the id we were declared gone under, for the next id
         self._concurrency = concurrency
         self.started_at_ms = 0  # Redis time, set by start()
 
@@ -63,6 +67,7 @@ class Registration:
         while True:
             try:
                 self._store.clear_inboxes(worker_id, self._queues)
+                self._store.clear_worker_control(worker_id)
                 self._store.load_scripts()
                 self._store.announce(self._queues, self._tasks.options_json())
                 self.started_at_ms = self._clock.now_ms()
@@ -91,7 +96,7 @@ class Registration:
              "running_s": round(time.monotonic() - j.started, 3)}
             for j in list(self._running.values())
         ]  # fmt: skip
-        state = "stopping" if self._stop.count else "running"
+        state = "stopping" if self._stop.count else "quiet" if self._controls.quiet_now else "running"
         now_ms = self._clock.now_ms()
         identity, exchange = self._identity, self._exchange
         info: dict[str, Arg] = {
@@ -100,7 +105,17 @@ class Registration:
             "started_at": self.started_at_ms, "heartbeat_at": now_ms, "state": state, "current": json.dumps(current),
             "processed": exchange.processed, "failed": exchange.failed,
         }  # fmt: skip
-        return self._store.register_worker(identity.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
+        carried = self.carried_control
+        if carried:  # written with the new id's first entry, so that no renewal reads it resumed
+            info["control"] = carried
+        control = self._store.register_worker(identity.id, ttl_s=REGISTRY_TTL_S, now_ms=now_ms, info=info)
+        if control is None:
+            return False  # declared gone (the old id, when the dispatcher has not renamed us yet): nothing written
+        if carried and self.carried_control == carried:
+            self.carried_control = ""
+        if self._controls.apply(control):
+            return self.renew()  # the registry shows the new state now, not a renewal later
+        return True
 
     def remove(self) -> None:
         """Leave the registry (on the way out)."""

@@ -22,6 +22,8 @@ PATH_VALUES = {
     "operation_id": "1",
     "group": "payments",
     "name": "nightly",
+    "worker": "h:1:abc",
+    "host": "h",
     "workflow_id": ID,
 }
 # The required query parameters of the operations that have some.
@@ -35,6 +37,10 @@ BODIES: dict[str, Any] = {
     "purge_dead_letters": {"filter": {}},
     "define_group": {"connections": 2},
     "set_queue_limit": {"limit": 2},
+    "control_worker": {"action": "quiet"},
+    "control_host": {"action": "quiet"},
+    "silence_alarm": {"alarm": "delay:apitest:", "for": "1h", "reason": "known"},
+    "lift_silence": {"alarm": "delay:apitest:"},
     "create_workflow": {
         "steps": [
             {"name": "a", "task": "apitest.add", "params": {"a": 1}},
