@@ -89,7 +89,7 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
     colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
               "p99": "#c4302b"}  # fmt: skip
     return {
-        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers, x_range=(since, now)),
+        "depth": charts.time_series(lines, y_title="queued jobs", markers=markers, x_range=(since, now)),
         "throughput": charts.time_series(
             throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
         ),
