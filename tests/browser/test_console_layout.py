@@ -82,6 +82,16 @@ def test_every_page_fits_a_1440_px_window_and_wide_tables_scroll_in_their_own_bo
     wait_for_dead_letters(SHOP_DEAD, 60, worker)
     wait_for_state(client, shop.report, JobState.RUNNING, 30, worker.output)
 
+    # A pause and its resume two minutes apart, marked on the overview's charts (their labels must not overlap).
+    from django.utils import timezone
+
+    from jobconsole.models import AuditLog
+
+    now = timezone.now()
+    for action, minutes in (("pause", 20), ("resume", 18)):
+        row = AuditLog.objects.create(actor="operator", action=action, queue="emails", count=1)
+        AuditLog.objects.filter(pk=row.pk).update(at=now - timedelta(minutes=minutes))
+
     tab = visitor(console_users.admin)
     tab.visit("/")
     pages = [path for _, path in sidebar(tab)]
