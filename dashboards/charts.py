@@ -67,7 +67,7 @@ def time_series(
         layout["xaxis"]["range"] = [_x(x_range[0]), _x(x_range[1])]
     if kind == "bar" and stacked:
         layout["barmode"] = "stack"
-    shapes, notes = _markers(markers)
+    shapes, notes = _markers(markers, x_range)
     if shapes:
         layout["shapes"] = shapes
         layout["annotations"] = notes
@@ -85,15 +85,42 @@ def _lone_point_sizes(values: Sequence[float | None]) -> list[int] | None:
     return sizes if any(sizes) else None
 
 
-def _markers(records: Sequence[AuditLog]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    shapes, notes = [], []
-    for record in records:
+# A marker's label, as a share of the time axis per character (10 px text on a chart some 500 px wide): labels
+# closer than their width go on the next row down, so a pause and its resume a minute apart do not overlap.
+LABEL_SHARE_PER_CHAR = 0.012
+LABEL_ROWS = 4  # rows of labels from the top of the plot; more close markers reuse the rows (their lines show)
+
+
+def _markers(
+    records: Sequence[AuditLog], x_range: tuple[datetime, datetime] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A dotted line and a label per operator action. The labels sit inside the plot (above it they were cut off
+    by the chart's top margin), horizontal, in rows that keep close ones apart, and end at their line when the
+    line is in the right part of the chart (so they stay inside it)."""
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    if not records:
+        return shapes, notes
+    ordered = sorted(records, key=lambda record: record.at)
+    start, end = x_range or (ordered[0].at, ordered[-1].at)
+    span = max((end - start).total_seconds(), 1.0)
+    row_ends = [float("-inf")] * LABEL_ROWS  # per row, where (as a share of the axis) its last label ends
+    for record in ordered:
         x = _x(record.at)
         label = f"{record.action} {record.queue}".strip()
+        at = (record.at - start).total_seconds() / span
+        width = len(label) * LABEL_SHARE_PER_CHAR
+        right = at > 0.6  # the label ends at its line instead of starting there
+        left_edge = at - width if right else at
+        row = next(
+            (i for i, ends in enumerate(row_ends) if ends < left_edge), min(range(LABEL_ROWS), key=row_ends.__getitem__)
+        )
+        row_ends[row] = at if right else at + width
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": "#a86400", "width": 1, "dash": "dot"}})  # fmt: skip
-        notes.append({"x": x, "y": 1, "xref": "x", "yref": "paper", "text": label, "showarrow": False,
-                      "font": {"size": 10, "color": "#a86400"}, "yanchor": "bottom", "textangle": -30,
+        anchor = {"xanchor": "right", "xshift": -3} if right else {"xanchor": "left", "xshift": 3}
+        notes.append({"x": x, "y": 1 - row * 0.1, "xref": "x", "yref": "paper", "text": label, "showarrow": False,
+                      "font": {"size": 10, "color": "#a86400"}, "yanchor": "top", **anchor,
                       "hovertext": f"{record.actor}: {record.action} ({record.count})"})  # fmt: skip
     return shapes, notes
 

@@ -145,6 +145,44 @@ class JobDetail:
         return {**known, "at": ms_to_datetime(at if isinstance(at, int) else None), "other": fields}
 
     @property
+    def completed(self) -> bool:
+        return self.state == JobState.COMPLETED
+
+    @property
+    def numbered_history(self) -> list[tuple[int, Any]]:
+        """The history with each attempt's number in the job's whole life (its place in the history). An entry's
+        own `attempt` is the engine's count toward max_retries: a resubmit with attempts reset restarts it and an
+        uncounted interruption repeats it, so it reads 1, 2, 1 over a life; the page shows it beside the number."""
+        return list(enumerate(self.history, start=1))
+
+    @property
+    def running_number(self) -> int:
+        """The running attempt's number in the job's life (the history holds the finished ones)."""
+        return len(self.history) + 1
+
+    @property
+    def lifetime_attempts(self) -> int:
+        return len(self.history) + (1 if self.running_attempt else 0)
+
+    @property
+    def last_error_heading(self) -> str:
+        """ "Last error" with its context: which attempt it came from and, when the job has moved on since (it
+        completed, runs again, waits to run again), that it is not the job's present state."""
+        error = self.error
+        at = error["at"] if error else None
+        number = next((n for n, a in reversed(self.numbered_history) if at and a.ended_at == at), None)
+        if number is None:
+            number = next((n for n, a in reversed(self.numbered_history) if a.error_class), None)
+        context = [f"attempt {number}"] if number else []
+        if self.state == JobState.COMPLETED:
+            context.append("before it completed")
+        elif self.running_attempt:
+            context.append(f"before attempt {self.running_number}, now running")
+        elif self.history and self.job_state.is_waiting and self.state != JobState.RETRYING:
+            context.append(f"before it was {self.state} again")  # requeued or resubmitted since
+        return f"Last error ({', '.join(context)})" if context else "Last error"
+
+    @property
     def max_heartbeat_interval(self) -> float | None:
         value = self.options.get("max_heartbeat_interval")
         return float(value) if isinstance(value, (int, float)) else None
@@ -217,17 +255,18 @@ def timeline(job: JobDetail, events: list[Any]) -> list[Moment]:
         # can be a millisecond after its lease began; it was enqueued before it started all the same.
         attempt_starts = [a.started_at for a in job.history if a.started_at]
         moments.append(Moment(min([job.enqueued_at, *attempt_starts]), "Enqueued", detail, rank=ENQUEUED))
-    for a in job.history:
+    for number, a in job.numbered_history:  # numbered over the job's life, as the attempts table
         if a.started_at:
             where = _where(a.worker, a.host, a.pid)
-            moments.append(Moment(a.started_at, f"Attempt {a.attempt} started", where, "attempt", rank=STARTED))
+            moments.append(Moment(a.started_at, f"Attempt {number} started", where, "attempt", rank=STARTED))
         if a.ended_at:
             error = f"{a.error_class}: {a.message}" if a.error_class else a.message
             tone = "ok" if a.outcome == "completed" else "bad" if a.error_class else "warn"
-            moments.append(Moment(a.ended_at, f"Attempt {a.attempt} {a.outcome}", error, "attempt", tone, ENDED))
+            moments.append(Moment(a.ended_at, f"Attempt {number} {a.outcome}", error, "attempt", tone, ENDED))
     if job.running_attempt and job.started_at:
         where = _where(job.worker, job.host, job.pid)
-        moments.append(Moment(job.started_at, f"Attempt {job.attempts} started (running)", where, "job", rank=STARTED))
+        started = f"Attempt {job.running_number} started (running)"
+        moments.append(Moment(job.started_at, started, where, "job", rank=STARTED))
     ended = {a.ended_at for a in job.history if a.ended_at}
     if job.finished_at and job.finished_at not in ended and JobState(job.state).is_terminal:
         moments.append(Moment(job.finished_at, f"Ended {job.state}", job.reason, "job", rank=FINISHED))

@@ -7,23 +7,33 @@ from django import forms
 
 from jobconsole.core import InvalidJob
 from jobconsole.core.ids import check_job_id
+from jobconsole.core.states import CONSOLE_ORDER
+from jobconsole.core.states import STATES as STATE_TABLE
 from jobconsole.engine import get_client
 from jobconsole.models import Job
-from jobconsole.search import PAGE, STATES, TEXT_SCAN, BadCursor, page
+from jobconsole.search import FAILED_ATTEMPTS, PAGE, STATES, TEXT_SCAN, BadCursor, page
 
 __all__ = ["PAGE", "TEXT_SCAN", "BadCursor", "JobFilterForm", "known_queues", "known_tasks", "page"]
 
 DATETIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
 
 
+# The state table's labels, in the console's tab order (what the pages show), after "had a failed attempt": the
+# jobs an operator means by "what failed" (retrying, dead, discarded or completed after a retry).
+STATE_CHOICES = [
+    ("", "any state"),
+    (FAILED_ATTEMPTS, "had a failed attempt (any state)"),
+    *[(s.value, STATE_TABLE[s].label) for s in CONSOLE_ORDER],
+]
+
+
 class JobFilterForm(forms.Form):
     """The filters. Queue and task selects offer what Redis knows (every queue used, every task a worker
     announced); a value only the database still has rows for is accepted too."""
 
-    state = forms.ChoiceField(
-        required=False, choices=[("", "any state"), *[(s, s) for s in STATES]],
-        error_messages={"invalid_choice": "Unknown state %(value)s: the states are " + ", ".join(STATES) + "."},
-    )  # fmt: skip
+    state = forms.ChoiceField(required=False, choices=STATE_CHOICES, error_messages={"invalid_choice": (
+        "Unknown state %(value)s: the states are " + ", ".join(STATES) + f", or {FAILED_ATTEMPTS}."
+    )})  # fmt: skip
     queue = forms.ChoiceField(
         required=False, error_messages={"invalid_choice": "Unknown queue %(value)s: no job has used it."}
     )

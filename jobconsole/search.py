@@ -13,10 +13,10 @@ window holds fewer matches than a page, the page says how far back it looked (`s
 cursor continues from there: each request's work stays bounded (a rare text in a million jobs took a second
 per request), and nothing is skipped, the caller pages on into older jobs.
 
-Filters (a dict; each present key narrows): state, queue, task, id, unique_key (exact), text (inside the
-parameters, any case), after / before (aware datetimes: enqueued at or after / before), `queues` / `tasks` (lists:
-the row's must be one of them; an API token's limits), and `among`, a queryset of job ids the rows must be in (the
-API's submit tokens see their own jobs).
+Filters (a dict; each present key narrows): state (or FAILED_ATTEMPTS: any state, a failed attempt), queue, task,
+id, unique_key (exact), text (inside the parameters, any case), after / before (aware datetimes: enqueued at or
+after / before), `queues` / `tasks` (lists: the row's must be one of them; an API token's limits), and `among`, a
+queryset of job ids the rows must be in (the API's submit tokens see their own jobs).
 """
 
 import re
@@ -25,17 +25,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.functions import Substr
 
 from jobconsole.core import JobState
-from jobconsole.models import Job
+from jobconsole.models import Attempt, Job
 from jobconsole.moments import from_micros, to_micros
 
 PAGE = 50
 PREVIEW = 160  # characters of the parameters a row carries as `params_preview`
 TEXT_SCAN = 50_000  # rows one request's parameter text search looks through at most
 STATES = [s.value for s in JobState]
+# Not a state: jobs with at least one failed attempt, whatever their state now (retrying, dead, failed, even
+# completed after a retry). An operator looking for "what failed" means these; the `failed` state is only the
+# discarded end of tasks whose dead_letter_policy is "discard".
+FAILED_ATTEMPTS = "failed_attempts"
+FAILED_OUTCOMES = ("failed", "timeout", "worker_lost")  # an attempt's outcomes that are failures (fail.lua)
 
 
 class BadCursor(ValueError):
@@ -68,7 +73,11 @@ class JobRows:
 
 def matching(filters: dict[str, Any]) -> QuerySet[Job]:
     rows = Job.objects.filter(enqueued_at__isnull=False)  # every mirrored job has one; the cursor needs it
-    for name in ("state", "queue", "task", "id", "unique_key"):
+    if filters.get("state") == FAILED_ATTEMPTS:
+        rows = rows.filter(Exists(Attempt.objects.filter(job=OuterRef("pk"), outcome__in=FAILED_OUTCOMES)))
+    elif filters.get("state"):
+        rows = rows.filter(state=filters["state"])
+    for name in ("queue", "task", "id", "unique_key"):
         if filters.get(name):
             rows = rows.filter(**{name: filters[name]})
     if filters.get("text"):

@@ -4,12 +4,13 @@ Every time is shown as a relative age ("3 min ago") with the exact time in the o
 (title) and as ISO in `datetime`, which console.js uses to keep the ages current without asking the server."""
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html, json_script
+from django.utils.html import escape, format_html, json_script
 from django.utils.safestring import SafeString
 
 from jobconsole.core.states import STATES, JobState
@@ -55,6 +56,13 @@ def at(moment: datetime | None) -> SafeString:
     if moment is None:
         return format_html('<span class="muted">—</span>')
     return format_html('<time datetime="{}">{}</time>', moment.isoformat(), exact(moment))
+
+
+@register.filter
+def breakable(name: object) -> SafeString:
+    """A dotted name (a task) that may wrap after a dot in a narrow column, where it would otherwise hold the
+    whole table wider than the page (escaped first: <wbr> is the only markup)."""
+    return SafeString(re.sub(r"\.", ".<wbr>", str(escape(name))))
 
 
 @register.filter

@@ -11,6 +11,8 @@ from dashboards.permissions import view_required
 from dashboards.queue_status import live_workers, queue_statuses, retrying_counts
 from dashboards.rendering import htmx_asked, page
 from jobconsole import health, service_health
+from jobconsole.core import JobState
+from jobconsole.core.states import STATES
 from jobconsole.metrics import series
 from jobconsole.metrics.windows import parse_span
 
@@ -41,7 +43,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         q.extra["rate"] = flow.get(q.name)
         q.extra["retrying"] = retrying[q.name]
     totals = {
-        "waiting": sum(q.counts.queued for q in queues),
+        "queued": sum(q.counts.queued for q in queues),
+        "waiting": sum(q.counts.sets.get("waiting", 0) for q in queues),  # the state: on their dependencies
         "scheduled": sum(q.counts.scheduled for q in queues),
         "retrying": sum(retrying.values()),
         "running": sum(q.counts.running for q in queues),
@@ -54,6 +57,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "queues": queues, "totals": totals, "health": state, "service": service, "range": span, "ranges": RANGES,
         "problem": problem, "silenced": [*state.silenced, *service.silenced],
+        "waiting_label": STATES[JobState.WAITING].label,
     }  # fmt: skip
     if htmx_asked(request) and request.GET.get("part") == "live":
         return page(request, "dashboards/overview.html", "overview", context, partial="live")
@@ -85,7 +89,7 @@ def figures(span: str) -> dict[str, dict[str, Any] | None]:
     colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
               "p99": "#c4302b"}  # fmt: skip
     return {
-        "depth": charts.time_series(lines, y_title="waiting jobs", markers=markers, x_range=(since, now)),
+        "depth": charts.time_series(lines, y_title="queued jobs", markers=markers, x_range=(since, now)),
         "throughput": charts.time_series(
             throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
         ),

@@ -46,7 +46,10 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, "That page link is no longer valid; showing the first page.")
         jobs = get_client().queries.jobs.page(name, state, limit=PAGE)
     [status] = queue_statuses([name], workers=live_workers())
-    context = {"queue": status, "state": state.value, "tabs": [(s.value, STATES[s].label) for s in TABS], "page": jobs}
+    context = {
+        "queue": status, "state": state.value, "tabs": [(s.value, STATES[s].label) for s in TABS], "page": jobs,
+        "waiting_label": STATES[JobState.WAITING].label,
+    }  # fmt: skip
     return page(request, "dashboards/queue.html", "queues", context, partial="live")
 
 

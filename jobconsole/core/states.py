@@ -108,7 +108,7 @@ STATES: Mapping[JobState, StateInfo] = MappingProxyType(
         ),
         JobState.FAILED: StateInfo(
             zset="failed", terminal=True, resubmittable=True, redis_retention=7 * DAY, db_retention=30 * DAY,
-            label="failed", tone="bad", mark="✕", place=6,
+            label="failed (discarded)", tone="bad", mark="✕", place=6,
             django="FAILED", celery="FAILURE", jobbers="failed", go="FAILED",
         ),
         JobState.CANCELLED: StateInfo(

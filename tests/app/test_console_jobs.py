@@ -98,6 +98,31 @@ def test_filters_search_the_mirror_and_stay_in_the_url(client, mirror, r):
     assert f'href="/jobs/{found}/"' in page
 
 
+def test_the_state_filter_tells_failed_attempts_from_retrying_dead_and_discarded(client, mirror, r):
+    # Searching "failed" found nothing while attempts failed: the `failed` state is only the discarded end of a
+    # dead_letter_policy "discard" task. "had a failed attempt" finds every job with one, whatever its state now.
+    dead = dead_job(client, r)
+    retrying = client.enqueue("examples.fail", {"message": "again"}, max_retries=3).id
+    run_worker(r, ["examples.fail"])
+    fine = client.enqueue("examples.echo", {"x": 1}).id
+    run_worker(r, ["examples.echo"])
+    mirror.drain()
+    assert state_in_redis(client, retrying) == "retrying"
+    browser = web(*VIEW)
+    assert set(ids_on(browser.get("/jobs/", {"state": "failed_attempts"}))) == {dead, retrying}
+    assert ids_on(browser.get("/jobs/", {"state": "failed_attempts", "queue": "examples.fail"}))[0] in {dead, retrying}
+    assert ids_on(browser.get("/jobs/", {"state": "retrying"})) == [retrying]
+    assert ids_on(browser.get("/jobs/", {"state": "dead"})) == [dead]
+    assert ids_on(browser.get("/jobs/", {"state": "failed"})) == []
+    assert fine in ids_on(browser.get("/jobs/", {"state": "completed"}))
+    # The options are the state table's labels, the words the queue tabs and badges use.
+    page = text(browser.get("/jobs/"))
+    assert '<option value="failed_attempts">had a failed attempt (any state)</option>' in page
+    assert '<option value="failed">failed (discarded)</option>' in page
+    assert '<option value="waiting">waiting on dependencies</option>' in page
+    assert '<option value="dead">dead</option>' in page and '<option value="retrying">retrying</option>' in page
+
+
 def test_time_range_is_read_in_the_operators_time_zone(client, mirror, r):
     job = client.enqueue("examples.echo", {"x": 1}).id
     mirror.drain()
@@ -385,6 +410,44 @@ def test_edit_and_retry_a_dead_job_resubmits_it(client, mirror, r):
     assert job.state is JobState.QUEUED and job.params == {"message": "fixed"} and job.attempts == 0
     assert len(job.history) == 2  # the history is kept
     assert AuditLog.objects.get(action="resubmit_edited").detail["reset_attempts"] is True
+
+
+def test_attempts_are_numbered_over_the_jobs_life_and_an_old_error_shows_its_context(client, mirror, r):
+    # Two failed attempts, dead; resubmitted with attempts reset, it completes: the engine's count restarts
+    # (1, 2, 1), the page numbers the attempts 1, 2, 3 and says the last error came before the completion.
+    job_id = client.enqueue("examples.flaky", {"failures": 5}, max_retries=1).id
+    run_worker(r, ["examples.flaky"])
+    time.sleep(0.6)  # its retry is due after 0.2 s
+    run_worker(r, ["examples.flaky"])
+    assert state_in_redis(client, job_id) == "dead"
+    browser = web(*OPERATE)
+    dead = browser.get(f"/jobs/{job_id}/")
+    assert dead.context["job"].last_error_heading == "Last error (attempt 2)"  # the present state's error
+    browser.post(f"/jobs/{job_id}/edit", {**_edit_form(job_id, browser), "params": '{"failures": 0}',
+                                          "reset_attempts": "on"})  # fmt: skip
+    run_worker(r, ["examples.flaky"])
+    assert state_in_redis(client, job_id) == "completed"
+    response = browser.get(f"/jobs/{job_id}/")
+    job = response.context["job"]
+    assert [a.attempt for a in job.history] == [1, 2, 1]  # what the engine stores: its count toward max_retries
+    assert [n for n, _ in job.numbered_history] == [1, 2, 3]
+    page = text(response)
+    rows = page.split('<table id="attempts">')[1].split("</table>")[0]
+    numbers = re.findall(r'<td class="num">(\d+)(?:<span class="sub"[^>]*>(try \d+)</span>)?</td>', rows)
+    assert numbers == [("1", ""), ("2", ""), ("3", "try 1")]
+    assert '<h3 id="last-error-heading">Last error (attempt 2, before it completed)</h3>' in page
+    assert "<h2>Result</h2>" in page and "1 of 2 <span" in page and "· 3 in its whole life</span>" in page
+    whats = [m.what for m in job.timeline]
+    assert "Attempt 3 started" in whats and "Attempt 3 completed" in whats and whats.count("Attempt 1 started") == 1
+    # From the mirror, the same numbers (its rows keep each attempt's place in the history).
+    mirror.drain()
+    from dashboards.job_detail import load
+
+    r.delete(*r.keys(f"*{job_id}*"))
+    stored = load(job_id)
+    assert stored is not None and not stored.live
+    assert [n for n, _ in stored.numbered_history] == [1, 2, 3] and [a.attempt for a in stored.history] == [1, 2, 1]
+    assert stored.last_error_heading == "Last error (attempt 2, before it completed)"
 
 
 def test_edit_and_retry_refuses_a_stale_form(client, mirror, r):

@@ -73,6 +73,42 @@ def retry_later() -> None:
     raise RuntimeError("down for maintenance")
 
 
+def test_queued_is_named_apart_from_waiting_on_dependencies_and_a_paused_queue_does_not_drain(client, r):
+    for i in range(4):
+        client.enqueue("examples.echo", {"i": i})
+    run_worker(r, ["examples.echo"])  # a throughput, so the overview has a drain estimate to give
+    parent = client.enqueue("examples.echo", {"i": "parent"}, delay=600)
+    client.enqueue("examples.echo", {"i": "child"}, depends_on=[parent])
+    client.enqueue("examples.echo", {"i": "ready"})
+    browser = web(*VIEW)
+    overview = browser.get("/")
+    text = overview.content.decode()
+    totals = overview.context["totals"]
+    assert totals["queued"] == 1 and totals["waiting"] == 1
+    # "Waiting" was the queued jobs, which clashed with the `waiting` state: the tile and columns say Queued.
+    assert '<div class="label">Queued</div>' in text and '<div class="label">Waiting</div>' not in text
+    assert '<th class="num">Queued</th><th>Oldest queued</th>' in text and "1 waiting on dependencies" in text
+    [row] = [q for q in overview.context["queues"] if q.name == "examples.echo"]
+    assert row.extra["rate"] is not None and row.extra["rate"].drain_seconds  # it drains while active
+    queue = browser.get("/queues/examples.echo/").content.decode()
+    assert '<div class="label">Queued</div>' in queue
+    assert '<a href="?state=waiting">1 waiting on dependencies</a>' in queue
+    assert '<a href="?state=waiting">waiting on dependencies</a>' in queue  # its tab, the same words
+    assert '<th class="num">Queued</th>' in browser.get("/queues/").content.decode()
+
+    assert "paused" not in drain_cell(text, "examples.echo")
+
+    web(*OPERATE).post("/queues/examples.echo/pause", {"action": "pause"})
+    drain = drain_cell(browser.get("/").content.decode(), "examples.echo")
+    assert drain.endswith(">paused</span>") and " s" not in drain  # "paused", not "drains in 13 s"
+
+
+def drain_cell(overview: str, queue: str) -> str:
+    """The "Drains in" cell of a queue's row on the overview (its 9th)."""
+    row = overview.split(f'href="/queues/{queue}/"')[1].split("</tr>")[0]
+    return row.split("<td")[8].split("</td>")[0]
+
+
 def test_overview_counts_retrying_jobs_apart_from_delayed_ones(client, mirror, r):
     client.enqueue("tests.retry_later", delay=600)  # delayed, not retrying
     retrying = client.enqueue("tests.retry_later").id

@@ -43,7 +43,7 @@ def test_a_queue_paused_in_the_console_stops_being_worked_until_resumed(
     assert [client.get(job_id, history=False).state for job_id in held] == [JobState.QUEUED] * 3
 
     operator.visit(f"/queues/{QUEUE}/?state=queued", "queue-paused-holding")
-    waiting = operator.page.locator(".tile", has_text="Waiting").locator(".value").inner_text()
+    waiting = operator.page.locator(".tile", has_text="Queued").locator(".value").inner_text()
     assert waiting == "3"
     for job_id in held:
         assert operator.page.locator(f"a[href='/jobs/{job_id}/']").count() == 1
@@ -62,7 +62,7 @@ def test_a_queue_paused_in_the_console_stops_being_worked_until_resumed(
     for job_id in held:
         wait_for_state(client, job_id, JobState.COMPLETED, 30, worker.output)
     operator.visit(f"/queues/{QUEUE}/?state=completed", "queue-drained")
-    assert operator.page.locator(".tile", has_text="Waiting").locator(".value").inner_text() == "0"
+    assert operator.page.locator(".tile", has_text="Queued").locator(".value").inner_text() == "0"
     assert "active" in operator.page.locator("h1").inner_text()
 
     operator.visit(f"/audit/?queue={QUEUE}", "audit-pause-resume")

@@ -85,9 +85,52 @@
         if (axis === "yaxis2" && !layout.yaxis2) return;
         layout[axis] = Object.assign({ gridcolor: line, zerolinecolor: line, linecolor: line, automargin: !time }, layout[axis] || {});
       });
-      window.Plotly.react(div, data, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
+      // The toolbar covered the newest data (top right) on every chart: it shows only while the pointer is over a
+      // chart, and never on a phone (no hover there: a tap showed it over the data).
+      var phone = window.matchMedia("(max-width: 640px)").matches;
+      window.Plotly.react(div, data, layout, {
+        displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"],
+        displayModeBar: phone ? false : "hover",
+      });
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { drawCharts(); refreshAges(); });
-  document.addEventListener("htmx:afterSettle", function (evt) { drawCharts(evt.detail.elt); refreshAges(evt.detail.elt); });
+  // On a phone the navigation folds behind a Menu button (console.css shows the button below 861 px only).
+  function foldNavigation() {
+    var sidebar = document.querySelector(".sidebar"), toggle = sidebar && sidebar.querySelector(".nav-toggle");
+    if (!toggle) return;
+    toggle.hidden = false;
+    sidebar.classList.add("foldable");
+    toggle.addEventListener("click", function () {
+      var open = sidebar.classList.toggle("nav-open");
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+
+  // On a phone a table's rows stack, each cell under its column's name: the names come from the header, put on
+  // each cell as data-label for console.css (a cell spanning columns, an empty row's message, gets none).
+  function labelCells(root) {
+    (root || document).querySelectorAll("main table").forEach(function (table) {
+      var heads = table.tHead ? table.tHead.rows[0] : null;
+      if (!heads) return;
+      var names = [];
+      Array.prototype.forEach.call(heads.cells, function (th) {
+        for (var i = 0; i < (th.colSpan || 1); i++) names.push(th.textContent.trim());
+      });
+      Array.prototype.forEach.call(table.tBodies, function (body) {
+        Array.prototype.forEach.call(body.rows, function (row) {
+          var column = 0;
+          Array.prototype.forEach.call(row.cells, function (td) {
+            if ((td.colSpan || 1) === 1 && names[column]) td.setAttribute("data-label", names[column]);
+            column += td.colSpan || 1;
+          });
+        });
+      });
+      table.classList.add("stacks");
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { foldNavigation(); labelCells(); drawCharts(); refreshAges(); });
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    labelCells(evt.detail.elt); drawCharts(evt.detail.elt); refreshAges(evt.detail.elt);
+  });
 })();
