@@ -24,6 +24,13 @@ SHOTS = [
     ("running.png", "/running/", False, False),
     ("tasks.png", "/tasks/", False, False),
     ("workers.png", "/workers/", False, False),
+    ("flow-control.png", "/flow/", False, False),
+]
+# On a phone (390 x 844): the folded navigation, stacked table rows, charts without plotly's toolbar.
+PHONE_SHOTS = [
+    ("phone-overview.png", "/", False),
+    ("phone-overview-dark.png", "/", True),
+    ("phone-dead-letters.png", "/dead/", False),
 ]
 
 
@@ -74,6 +81,19 @@ def main() -> None:
                 page.screenshot(path=str(args.out / "job.png"), full_page=True, animations="disabled")
                 print(f"job.png: {page.url}")
             context.close()
+            phone = browser.new_context(
+                viewport={"width": 390, "height": 844}, color_scheme=scheme, is_mobile=True, has_touch=True
+            )
+            page = phone.new_page()
+            log_in(page, url, args.user, args.password)
+            for name, path, dark in PHONE_SHOTS:
+                if dark != (scheme == "dark"):
+                    continue
+                page.goto(url + path)
+                settle(page)
+                page.screenshot(path=str(args.out / name), full_page=False, animations="disabled")
+                print(f"{name}: {path} (phone)")
+            phone.close()
         browser.close()
 
 
