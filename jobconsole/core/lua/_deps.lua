@@ -184,6 +184,16 @@ local function deps_ended(job_key, queue, job_id, state, result, now, maxlen)
   end
 end
 
+-- lose_job (_lib.lua, which cannot see this file) for recover.lua and takeback.lua: a lost job that ended there
+-- (dead-lettered, failed, cancelled) releases its dependents in the same call, as every other end does.
+local function lose_job_with_deps(k, prefix, maxlen, ttl, job_id, now, message)
+  local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  if done == 'ended' and kids == '1' then
+    deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen)
+  end
+  return done
+end
+
 -- A job that had ended other than completed runs again (requeue, resubmit, edit-and-resubmit): its dependents
 -- wait for it again, and the ones its failure had cancelled go back to waiting (transitively), unless another
 -- failed parent still holds them cancelled. Dependents that already ran keep what they saw.

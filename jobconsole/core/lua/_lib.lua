@@ -264,7 +264,8 @@ end
 -- heartbeating): the attempt closed as `worker_lost` with `message`, the token cleared (so the worker's late
 -- heartbeat, ack or failure is refused), then requeued while attempts remain, dead-lettered (or failed) when
 -- they are used up, or cancelled when an operator had asked to cancel it. `k`: the queue's active, ready, dead,
--- failed, unique, events, wake, seq, stats and cancelled keys. Returns 'requeued', 'ended', or nil (not running).
+-- failed, unique, events, wake, seq, stats and cancelled keys. Returns 'requeued'; 'ended' with the state it ended
+-- in and its `kids` flag (lose_job_with_deps, in _deps.lua, releases its dependents); or nil (not running).
 local function lose_job(k, prefix, maxlen, ttl, job_id, now, message)
   redis.call('ZREM', k.active, job_id)
   local job_key = prefix .. job_id

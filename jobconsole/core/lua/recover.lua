@@ -31,12 +31,11 @@ local expired = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0
 for _, job_id in ipairs(expired) do
   local beat = tonumber(redis.call('HGET', prefix .. job_id, 'heartbeat_at'))
   local message = 'lease expired; last heartbeat ' .. (beat and (seconds_words(now - beat) .. ' before recovery') or 'unknown')
-  local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+  local done = lose_job_with_deps(k, prefix, maxlen, ttl, job_id, now, message)
   if done == 'requeued' then
     requeued[#requeued + 1] = job_id
   elseif done == 'ended' then
     ended[#ended + 1] = job_id
-    if kids == '1' then deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
   end
 end
 requeued[#requeued + 1] = '|'

@@ -25,12 +25,11 @@ local requeued, ended = {}, {}
 -- no index of their own, which keeps claims and acks, the hot path, free of one more write per job.
 for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if redis.call('HGET', prefix .. job_id, 'worker') == worker then
-    local done, state, kids = lose_job(k, prefix, maxlen, ttl, job_id, now, message)
+    local done = lose_job_with_deps(k, prefix, maxlen, ttl, job_id, now, message)
     if done == 'requeued' then
       requeued[#requeued + 1] = job_id
     elseif done == 'ended' then
       ended[#ended + 1] = job_id
-      if kids == '1' then deps_ended(prefix .. job_id, dep_queue(prefix), job_id, state, 'null', now, maxlen) end
     end
   end
 end

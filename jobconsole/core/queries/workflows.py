@@ -64,14 +64,23 @@ class Workflows(Reader):
         """(queue, job id) of each step of a workflow (`queue`: its WorkflowResult.queue); [] when unknown."""
         return members(cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id))))
 
-    def get(self, workflow_id: str, queue: str) -> WorkflowView | None:
-        """A workflow's steps and the state of each step's job now, or None when unknown (or expired)."""
+    def _record(self, workflow_id: str, queue: str) -> tuple[dict[str, str], list[tuple[str, str]]] | None:
+        """A workflow's record and its steps' (queue, job id), their queues' intakes drained first so that every
+        step's hash exists; None when unknown (or expired)."""
         record = cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id)))
         if not record:
             return None
         jobs = members(record)
         for q in {q for q, _ in jobs}:
             self._drain(q)
+        return record, jobs
+
+    def get(self, workflow_id: str, queue: str) -> WorkflowView | None:
+        """A workflow's steps and the state of each step's job now, or None when unknown (or expired)."""
+        read = self._record(workflow_id, queue)
+        if read is None:
+            return None
+        record, jobs = read
         pipe = self.redis.pipeline(transaction=False)
         for q, job_id in jobs:
             pipe.hget(queue_keys(q).job(job_id), "state")
@@ -99,12 +108,10 @@ class Workflows(Reader):
     def graph(self, workflow_id: str, queue: str) -> WorkflowGraph | None:
         """A workflow's steps with each job's task, state and parents, in one round trip after the record (two
         commands per step); None when unknown (or expired)."""
-        record = cast(dict[str, str], self.redis.hgetall(queue_keys(queue).workflow(workflow_id)))
-        if not record:
+        read = self._record(workflow_id, queue)
+        if read is None:
             return None
-        jobs = members(record)
-        for q in {q for q, _ in jobs}:
-            self._drain(q)
+        record, jobs = read
         pipe = self.redis.pipeline(transaction=False)
         for q, job_id in jobs:
             key = queue_keys(q).job(job_id)
