@@ -8,6 +8,8 @@
 #      SLOW_WORKERS xdist workers (default 2): these tests mostly wait (for leases, processes, a browser), so two
 #      side by side keep the cores about as busy as one did. Whole modules go to one worker (--dist loadscope):
 #      their module fixtures (the quick chaos run, the adopted project's wheel) then run once, not once a worker.
+#      The longest modules go first (tests/conftest.py orders them by tests/slow_module_seconds.json, which
+#      `scripts/slow_module_seconds.py var/pytest-slow.xml` refreshes from this pass's report).
 # Usage: scripts/pytest_passes.sh [MARK_EXPRESSION] [pytest arguments...]; MARK_EXPRESSION ("" for all)
 # narrows both passes (`make test-db` passes "db"). A pass that selects no test (pytest's exit 5) is not a failure;
 # both passes run even when the first fails, and the exit code is the first failure's.
@@ -47,7 +49,8 @@ run_pass() {  # name, pytest arguments...
 total_started=$(date +%s)
 run_pass "parallel ($workers workers)" -n "$workers" -m "$parallel_mark" "$@"
 if [ "$slow_workers" -gt 0 ]; then
-  run_pass "slow ($slow_workers workers)" -n "$slow_workers" --dist loadscope -m "$serial_mark" "$@"
+  run_pass "slow ($slow_workers workers)" -n "$slow_workers" --dist loadscope --no-loadscope-reorder \
+    --junitxml=var/pytest-slow.xml -m "$serial_mark" "$@"
 else
   run_pass "slow (one at a time)" -p no:xdist -m "$serial_mark" "$@"
 fi

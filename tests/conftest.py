@@ -1,5 +1,6 @@
 """Fixtures: one real redis-server per test session (flushed per test), engine clients, task registries."""
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,17 @@ from tests.redis_server import RedisServer
 from tests.settings import SECRET_KEY_FOR_TESTS
 
 PROJECT = Path(__file__).resolve().parent.parent
+SLOW_MODULE_SECONDS = Path(__file__).with_name("slow_module_seconds.json")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest slow modules first: the slow pass hands whole modules to its workers in collection order
+    (scripts/pytest_passes.sh, --dist loadscope), and starting the long ones first keeps a long module from
+    being the last one left on a single worker. Weights are seconds measured in an earlier run
+    (scripts/slow_module_seconds.py refreshes them); a module without one keeps its place after them. Only the
+    order changes, and only among the modules named there (the slow and browser ones)."""
+    seconds: dict[str, float] = json.loads(SLOW_MODULE_SECONDS.read_text())
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,20 @@ def test_a_lapsed_worker_loses_its_jobs_at_once_and_only_its_own(r: "redis.Redis
     assert r.zcard(keys.TAKING) == 0
 
 
+def test_taken_back_jobs_run_next_ahead_of_the_backlog(r: "redis.Redis", client: Client) -> None:
+    """They were taken off the queue in their turn: back in front, oldest first, not behind what came since."""
+    store = Store(r, events_maxlen=1000)
+    _register(store, "dead", expiry_ms=300)
+    _long_jobs(r, client, 2)
+    lost = [lease.id for lease in claim(r, "q", 2, worker="dead")]
+    backlog = [client.enqueue("t.ok").id for _ in range(3)]
+    urgent = client.enqueue("t.ok", priority=-1).id  # a higher priority still goes first
+    time.sleep(0.4)
+    assert _watch(r).step() == 2
+    order = [lease.id for lease in claim(r, "q", 6, worker="other")]
+    assert order == [urgent, *sorted(lost), *backlog]
+
+
 def test_a_takeback_drops_the_workers_idle_registration_and_inbox(r: "redis.Redis", client: Client) -> None:
     store = Store(r, events_maxlen=1000)
     _register(store, "dead", expiry_ms=300)

@@ -45,10 +45,13 @@ local function note_retry(stats_key, now, task, n)
   if n > (tonumber(redis.call('HGET', stats_key, field)) or 0) then redis.call('HSET', stats_key, field, n) end
 end
 
--- Put a job back on the ready set and wake one idle worker.
-local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
+-- Put a job back on the ready set and wake one idle worker. `front`: ahead of every job of its priority, for a
+-- job that was taken off the queue in its turn and is given back without having run to an end (its worker died,
+-- stopped or never started it), so that it runs again next rather than after the backlog enqueued since; such jobs
+-- share sequence 0 and among themselves run oldest id first (the set orders equal scores by member).
+local function make_ready(job_key, job_id, ready_key, seq_key, wake_key, now, front)
   local priority = redis.call('HGET', job_key, 'priority') or '0'
-  local seq = redis.call('INCR', seq_key)
+  local seq = front and 0 or redis.call('INCR', seq_key)
   redis.call('ZADD', ready_key, ready_score(priority, seq), job_id)
   redis.call('HSET', job_key, 'state', QUEUED, 'ready_at', now)
   redis.call('LPUSH', wake_key, '1')
@@ -287,7 +290,7 @@ local function lose_job(k, prefix, maxlen, ttl, job_id, now, message)
     return 'ended', CANCELLED, f[7]
   elseif tonumber(f[2]) <= tonumber(f[3]) then
     note_retry(k.stats, now, f[5] or '', tonumber(f[2]) or 0)  -- a lost attempt is retried too
-    make_ready(job_key, job_id, k.ready, k.seq, k.wake, now)
+    make_ready(job_key, job_id, k.ready, k.seq, k.wake, now, true)
     emit(k.events, maxlen, job_id, 'recovered', QUEUED, {'entry', entry})
     return 'requeued'
   end

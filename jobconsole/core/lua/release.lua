@@ -23,7 +23,7 @@ if drop then
   emit(KEYS[5], maxlen, job_id, 'dropped', DROPPED, {'entry', entry})
   if f[3] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, DROPPED, 'null', now, maxlen) end
 else
-  make_ready(job_key, job_id, KEYS[2], KEYS[7], KEYS[6], now)
+  make_ready(job_key, job_id, KEYS[2], KEYS[7], KEYS[6], now, true)
   emit(KEYS[5], maxlen, job_id, 'requeued', QUEUED, {'entry', entry})
 end
 return 1

@@ -24,7 +24,7 @@ for _, job_id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
       redis.call('HINCRBY', job_key, 'attempts', -1)
       redis.call('HSET', job_key, 'token', '')
       redis.call('ZREM', KEYS[1], job_id)
-      make_ready(job_key, job_id, KEYS[2], KEYS[5], KEYS[4], now)
+      make_ready(job_key, job_id, KEYS[2], KEYS[5], KEYS[4], now, true)
       emit(KEYS[3], maxlen, job_id, 'requeued', QUEUED, {'entry', entry})
       released[#released + 1] = job_id
     end
