@@ -127,3 +127,36 @@ def test_a_depends_on_job_comes_back_waiting_for_its_parent(client: Any, r: Any)
     while run_worker(r, ["examples.echo", LATER]):
         pass
     assert client.get(child.id).state.value == "completed"
+
+
+def test_a_rollback_to_an_older_aof_puts_a_lost_dependent_back_under_its_pending_parent(
+    own_redis: Any, tmp_path: Any
+) -> None:
+    """Redis restarts on an AOF copied before a dependent was enqueued (its parent was there already): the
+    dependent comes back waiting, in its parent's children, and the parent's end releases it."""
+    from jobconsole.core import Client
+    from jobconsole.core.connection import connect
+
+    conn = connect(own_redis.url)
+    parent = Client(conn).enqueue("examples.echo", {"p": 1}, queue=LATER)
+    drain(conn)
+    own_redis.copy_aof(tmp_path / "backup")
+    child = Client(conn).enqueue("examples.echo", {"c": 1}, depends_on=[parent])
+    drain(conn)
+    conn.close()
+    own_redis.kill()
+    own_redis.restore_aof(tmp_path / "backup")
+    own_redis.start()
+    conn = connect(own_redis.url)
+    client = Client(conn)
+    with pytest.raises(Exception, match="no job"):
+        client.get(child.id)  # the rollback lost it
+    drain(conn)
+    assert MirrorResync.objects.filter(reason="redis-rewound").exists()
+    assert client.get(child.id).state.value == "waiting" and client.get(parent.id).state.value == "queued"
+    assert_db_matches_redis(conn)
+    while run_worker(conn, ["examples.echo", LATER]):
+        pass
+    assert client.get(child.id).state.value == "completed" and client.get(child.id).attempts == 1
+    assert events_of(conn, "examples.echo", child.id, "released") == 1
+    conn.close()
