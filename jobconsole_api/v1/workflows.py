@@ -496,6 +496,7 @@ def get_workflow(call: Call) -> Reply:
         Param("dependents_of", string("only the steps waiting for this step", pattern=NAME_PATTERN)),
         *paging(ULID_PATTERN, STEPS_CURSOR),
     ),
+    database_only=True,
     responses={200: Response("A page of steps, in creation order (parents before their dependents).",
                              page_of(ref("WorkflowStep"))),
                422: Response("parents_of or dependents_of names no step of this workflow (`errors` names the "
