@@ -16,6 +16,7 @@ in its Attempt rows. A job that was running may still be running in a worker tha
 lease is gone from Redis, so its next heartbeat or ack is refused and the restored copy runs again
 (at-least-once, like any lease lost)."""
 
+import heapq
 import json
 import logging
 from collections import defaultdict
@@ -191,17 +192,10 @@ def _workflow(workflow_id: str, record: Workflow | None, lost: Sequence[Job]) ->
 
 
 def _parents_first(rows: Sequence[Job], links: dict[str, list[JobLink]]) -> list[Job]:
-    """Rows ordered so that a job comes after the parents among them (Kahn's order, by id among equals)."""
+    """Rows ordered so that a job comes after the parents among them (by id among the ready ones)."""
     by_id = {row.id: row for row in rows}
-    waits = {row.id: {link.parent_id for link in links.get(row.id, ()) if link.parent_id in by_id} for row in rows}
-    out: list[Job] = []
-    done: set[str] = set()
-    while len(out) < len(rows):
-        ready = sorted(i for i, ps in waits.items() if i not in done and ps <= done) or sorted(set(waits) - done)[:1]
-        for i in ready:
-            out.append(by_id[i])
-            done.add(i)
-    return out
+    edges = {row.id: [link.parent_id for link in links.get(row.id, ()) if link.parent_id in by_id] for row in rows}
+    return [by_id[i] for i in _kahn(sorted(by_id), edges)]
 
 
 def _calls_in_order(
@@ -209,10 +203,33 @@ def _calls_in_order(
 ) -> list[tuple[LostWorkflow, list[LostWaitingJob]]]:
     """A call whose jobs wait for jobs another call puts back comes after it (a depends_on across workflows)."""
     owner = {job.spec.id: n for n, (_, jobs) in enumerate(calls) for job in jobs}
-    after = {n: {owner[p.job_id] for job in jobs for p in job.parents if owner.get(p.job_id, n) != n}
+    edges = {n: [owner[p.job_id] for job in jobs for p in job.parents if owner.get(p.job_id, n) != n]
              for n, (_, jobs) in enumerate(calls)}  # fmt: skip
-    order: list[int] = []
-    while len(order) < len(calls):
-        ready = [n for n in range(len(calls)) if n not in order and after[n] <= set(order)]
-        order += ready or [min(n for n in range(len(calls)) if n not in order)]
-    return [calls[n] for n in order]
+    return [calls[n] for n in _kahn(list(range(len(calls))), edges)]
+
+
+def _kahn[T: (str, int)](nodes: list[T], parents: dict[T, list[T]]) -> list[T]:
+    """`nodes` with each after its `parents` (Kahn's order, the smallest ready first); a cycle, which the engine
+    never makes, is broken at its smallest node rather than dropped."""
+    waiting = {node: len(set(parents[node])) for node in nodes}
+    children: dict[T, list[T]] = defaultdict(list)
+    for node in nodes:
+        for parent in set(parents[node]):
+            children[parent].append(node)
+    ready = [node for node in nodes if not waiting[node]]
+    heapq.heapify(ready)
+    out: list[T] = []
+    placed: set[T] = set()
+    while len(out) < len(nodes):
+        if not ready:
+            heapq.heappush(ready, min(node for node in nodes if node not in placed))
+        node = heapq.heappop(ready)
+        if node in placed:
+            continue
+        out.append(node)
+        placed.add(node)
+        for child in children[node]:
+            waiting[child] -= 1
+            if waiting[child] == 0 and child not in placed:
+                heapq.heappush(ready, child)
+    return out

@@ -160,3 +160,22 @@ def test_a_rollback_to_an_older_aof_puts_a_lost_dependent_back_under_its_pending
     assert client.get(child.id).state.value == "completed" and client.get(child.id).attempts == 1
     assert events_of(conn, "examples.echo", child.id, "released") == 1
     conn.close()
+
+
+def test_a_chain_whose_ids_run_backwards_comes_back_parents_first(client: Any, r: Any) -> None:
+    """Steps given ids of their own, later steps smaller: the restore orders them by their links, not their ids
+    (a child put back before its parent would find no parent and count it dropped)."""
+    ids = [f"01JD00000000000000000000{n:02d}" for n in (9, 8, 7, 6)]
+    steps = [Step("s0", JobSpec(task="examples.echo", params={"n": 0}, id=ids[0], queue=LATER))]
+    steps += [Step(f"s{n}", JobSpec(task="examples.echo", params={"n": n}, id=ids[n]), after=[f"s{n - 1}"])
+              for n in (1, 2, 3)]  # fmt: skip
+    made = client.enqueue_workflow(steps)
+    drain(r)
+    r.flushall()
+    drain(r)
+    assert [client.get(i).state.value for i in ids] == ["queued", "waiting", "waiting", "waiting"]
+    while run_worker(r, ["examples.echo", LATER]):
+        pass
+    assert [client.get(i).state.value for i in ids] == ["completed"] * 4
+    drain(r)
+    assert Workflow.objects.get(id=made.workflow_id).state == "completed"
