@@ -110,11 +110,11 @@ class _Plan:
     calls: list[tuple[LostWorkflow, list[LostWaitingJob]]]  # restore_waiting's, parents' calls first
 
 
-def _rows(ids: set[str], **also: object) -> list[Job]:
+def _rows(ids: set[str]) -> list[Job]:
     ordered = sorted(ids)
     out: list[Job] = []
     for start in range(0, len(ordered), CHUNK):
-        out += Job.objects.filter(id__in=ordered[start : start + CHUNK], **also)
+        out += Job.objects.filter(id__in=ordered[start : start + CHUNK])
     return out
 
 
