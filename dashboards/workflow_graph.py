@@ -8,18 +8,17 @@ nodes, the rest as one "more" node. Within a layer, nodes follow their parents' 
 crossings few for the shapes workflows have (chains, fan-out and fan-in, diamonds). No I/O.
 """
 
-import re
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 
 from jobconsole.core.states import STATES, JobState
+from jobconsole.step_names import base, natural
 
 COLLAPSE = 4
 MAX_PER_LAYER = 40
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 206, 54, 96, 18, 16
-_NUMBERED = re.compile(r"^(.*?)[._\-\[]?(\d+)\]?$")
 # A bar reads left to right: done, running, not run yet, then what did not complete.
 _ORDER = {
     state.value: (0 if info.terminal and not info.resubmittable else 1 if not info.terminal and not info.waiting
@@ -143,17 +142,6 @@ def _tone(state: str) -> str:
 def _pending(state: str) -> bool:
     info = STATES.get(JobState(state)) if state in JobState._value2member_map_ else None
     return bool(info and info.waiting)
-
-
-@lru_cache(maxsize=65536)
-def base(step: str) -> str:
-    """The step's name without its trailing number: the name its siblings in a fan-out share."""
-    m = _NUMBERED.match(step)
-    return m.group(1) if m and m.group(1) else step
-
-
-def natural(text: str) -> list[object]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def layers(members: Sequence[Member], links: Sequence[tuple[str, str]]) -> dict[str, int]:

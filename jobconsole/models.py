@@ -53,6 +53,9 @@ class Job(models.Model):
     synced_at = models.DateTimeField(null=True, blank=True, help_text="when the mirror last wrote this row")
     workflow_id = models.CharField(max_length=26, blank=True, default="", help_text="the workflow it is a step of")
     step = models.CharField(max_length=200, blank=True, default="", help_text="its step's name in its workflow")
+    release_options = models.TextField(
+        blank=True, default="", help_text="a job with parents: its hash's release options as JSON (for a restore)"
+    )
 
     class Meta:
         ordering = ["-enqueued_at"]

@@ -62,7 +62,7 @@ def redis_jobs(r: "redis.Redis") -> dict[str, dict[str, Any]]:
     for queue in r.smembers("jc:{meta}:queues"):
         k = queue_keys(queue)
         ids: set[str] = set()
-        for key in (k.ready, k.scheduled, k.active, *k.terminal_sets.values()):
+        for key in k.sets.values():  # every state's, waiting too
             ids |= set(r.zrange(key, 0, -1))
         for job_id in ids:
             h = r.hgetall(k.job(job_id))

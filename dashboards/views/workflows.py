@@ -18,13 +18,14 @@ from django.views.decorators.http import require_POST
 from dashboards.filters import Filters
 from dashboards.permissions import operate_required, view_required
 from dashboards.rendering import page
-from dashboards.workflow_graph import Member, base, layout, natural, segments
+from dashboards.workflow_graph import Member, layout, segments
 from jobconsole import audit
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.states import JobState
 from jobconsole.engine import get_client
 from jobconsole.models import Job, JobLink, Workflow
 from jobconsole.moments import to_utc
+from jobconsole.step_names import base, natural
 
 PAGE = 50
 MEMBERS_PAGE = 50

@@ -8,9 +8,10 @@ scripts; `Scripts.run` and `Scripts.run_many` reload them and repeat only the ca
 
 Each script file begins with its shebang, ``#!lua`` and its Redis 7 flags. When Redis is full (used
 memory over `maxmemory` with the `noeviction` policy) it refuses a script without `allow-oom` before
-running any of it; only enqueue.lua, which adds jobs, goes without. Every other script finishes, moves or
-removes jobs that are already in Redis, so workers, the recoverer and operators keep draining the backlog
-while producers are refused (docs/architecture.md, "When Redis is full").
+running any of it; only the scripts that add jobs (enqueue.lua, workflow.lua, workflow_restore.lua) go
+without. Every other script finishes, moves or removes jobs that are already in Redis, so workers, the
+recoverer and operators keep draining the backlog while producers are refused (docs/architecture.md, "When
+Redis is full").
 """
 
 import hashlib

@@ -327,6 +327,13 @@ class Store:
         args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
         return Call("workflow", _fill("workflow", None, named), args, _strings)
 
+    def workflow_restore_call(self, home: str, workflow_id: str, args: Sequence[Arg]) -> Call[list[str]]:
+        """Put back waiting jobs Redis lost, with their edges and their workflow's record (lua/workflow_restore.lua,
+        core/restoring.py): per job its state now, '' for one Redis held already."""
+        named = {"wf_record": queue_keys(home).workflow(workflow_id)}
+        args = [workflow_id, args[0], self.events_maxlen, *args[1:]]
+        return Call("workflow_restore", _fill("workflow_restore", None, named), args, _strings)
+
     def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
         """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
         the workflow is unknown."""

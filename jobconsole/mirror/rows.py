@@ -9,6 +9,7 @@ from typing import Any
 
 from jobconsole.core.job import Attempt as JobAttempt
 from jobconsole.core.job import Job, ms_to_datetime
+from jobconsole.core.restoring import RELEASE_FIELDS
 from jobconsole.core.states import JobState
 from jobconsole.models import DeadLetter
 
@@ -17,7 +18,7 @@ JOB_FIELDS = [
     "task", "version", "queue", "priority", "state", "params", "result", "attempts", "max_retries",
     "unique_key", "group", "enqueued_at", "run_at", "started_at", "finished_at", "heartbeat_at", "progress",
     "checkpoint", "worker", "error_class", "last_error", "cancel_requested", "reason", "in_redis", "synced_at",
-    "workflow_id", "step",
+    "workflow_id", "step", "release_options",
 ]  # fmt: skip
 STATE = 1 + JOB_FIELDS.index("state")  # positions in a job_values() row
 FINISHED_AT = 1 + JOB_FIELDS.index("finished_at")
@@ -71,6 +72,7 @@ def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
             synced_at,
             job.raw.get("workflow", "")[:26],
             job.raw.get("step", "")[:200],
+            release_options(job.raw),
         )
     )
 
@@ -115,8 +117,17 @@ def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
             synced_at,
             get("workflow", "")[:26],
             get("step", "")[:200],
+            release_options(h),
         )
     )
+
+
+def release_options(h: dict[str, str]) -> str:
+    """A job with parents: the fields of its hash that say how it is released (core/restoring.py), as JSON, so
+    that a restore can put it back waiting as it was; '' for every other job."""
+    if "deps_n" not in h:
+        return ""
+    return json.dumps({name: h[name] for name in RELEASE_FIELDS if h.get(name)}, separators=(",", ":"))
 
 
 def _int(value: str | None, default: int = 0) -> int:

@@ -41,10 +41,10 @@ from jobconsole.core.workflows import (
 from jobconsole.engine import get_client
 from jobconsole.mirror.workflows import summarise
 from jobconsole.models import Job as JobRow
-from jobconsole.models import JobLink, Workflow
+from jobconsole.models import Workflow
 from jobconsole.moments import from_micros, to_micros
 from jobconsole_api.problems import Problem
-from jobconsole_api.v1 import shapes
+from jobconsole_api.v1 import shapes, workflow_steps
 from jobconsole_api.v1.common import REASON, page_of, paging
 from jobconsole_api.v1.jobs import JOB_SPEC, _known_queues, _redis_full, _spec
 from jobconsole_api.v1.routing import Call, Param, Reply, Response, operation
@@ -146,6 +146,28 @@ SCHEMAS: dict[str, Schema] = {
         },
         ("id", "queue", "status", "steps"),
     ),
+    "WorkflowStep": obj(
+        {
+            "name": string(),
+            "job_id": string(),
+            "queue": string(),
+            "task": string("'' once Redis dropped the job (read from Redis)"),
+            "state": STEP_STATE,
+            "parents": array(
+                PARENT,
+                f"the steps it waits for, the first {workflow_steps.MAX_LINKS} (parent_count: "
+                "all of them; GET /workflows/{id}/steps?parents_of=<name> pages them)",
+            ),
+            "parent_count": {"type": "integer"},
+            "dependents": array(
+                string(),
+                f"the steps waiting for this one, the first {workflow_steps.MAX_LINKS} "
+                "(dependents_of=<name> pages them)",
+            ),
+            "dependent_count": {"type": "integer"},
+        },
+        ("name", "job_id", "queue", "state", "parents", "parent_count", "dependents", "dependent_count"),
+    ),
     "Workflow": obj(
         {
             "id": string(),
@@ -154,29 +176,54 @@ SCHEMAS: dict[str, Schema] = {
             "state": WORKFLOW_STATE,
             "created_at": shapes.TIME,
             "cancelled_at": shapes.TIME,
+            "finished_at": shapes.TIME,
             "size": {"type": "integer"},
-            "in_redis": boolean("false: Redis has dropped its record; this is the database mirror's copy"),
+            "in_redis": boolean("false: Redis has dropped its record (retention); only the database has it"),
+            "synced_at": nullable(
+                string(
+                    "when the database mirror last updated it (its state, counts and steps "
+                    "are as of then); null: the mirror has not seen it yet, read from Redis",
+                    format="date-time",
+                )
+            ),
             "counts": {
                 "type": "object",
                 "additionalProperties": {"type": "integer"},
                 "description": "steps by their job's state (gone: Redis dropped the job)",
             },
-            "steps": array(
+            "groups": array(
                 obj(
                     {
-                        "name": string(),
-                        "job_id": string(),
-                        "queue": string(),
-                        "task": string("'' once Redis dropped the job"),
-                        "state": STEP_STATE,
-                        "parents": array(PARENT),
-                        "dependents": array(string(), "the steps waiting for this one"),
+                        "name": string("a step's name, or the name a fan-out's steps share without their numbers"),
+                        "size": {"type": "integer"},
+                        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
                     },
-                    ("name", "job_id", "queue", "state", "parents", "dependents"),
+                    ("name", "size", "counts"),
+                ),
+                "its steps collapsed by name (export.0 ... export.9999 are one group `export`), in creation order; "
+                "GET /workflows/{id}/steps?step=<name> pages a group's steps",
+            ),
+            "steps": array(ref("WorkflowStep"), "the first page of its steps, in creation order"),
+            "steps_next_cursor": nullable(
+                string(
+                    "the cursor of GET /workflows/{id}/steps for the next page of steps; null: `steps` holds them all"
                 )
             ),
         },
-        ("id", "name", "queue", "state", "created_at", "size", "counts", "steps"),
+        (
+            "id",
+            "name",
+            "queue",
+            "state",
+            "created_at",
+            "size",
+            "in_redis",
+            "synced_at",
+            "counts",
+            "groups",
+            "steps",
+            "steps_next_cursor",
+        ),
     ),
 }
 shapes.SCHEMAS.update(SCHEMAS)  # components of the document, beside the jobs' (openapi.py reads shapes.SCHEMAS)
@@ -356,85 +403,113 @@ def workflow_state(graph: WorkflowGraph) -> str:
     return str(summarise(counts, graph.view.cancelled_at is not None))
 
 
-def workflow_shape(graph: WorkflowGraph) -> dict[str, Any]:
+def _may_see_stored(call: Call, row: Workflow) -> bool:
+    """As _may_see, from the mirror's rows: every job inside the caller's limits, and for a submit token one of
+    its jobs its own (a workflow's jobs are all its creator's)."""
+    caller = call.caller
+    jobs = JobRow.objects.filter(workflow_id=row.id)
+    if caller.queue_limits and (row.queue not in caller.queue_limits or
+                                jobs.exclude(queue__in=sorted(caller.queue_limits)).exists()):  # fmt: skip
+        return False
+    if caller.task_limits and jobs.exclude(task__in=sorted(caller.task_limits)).exists():
+        return False
+    return caller.may_read_all or call.token.jobs.filter(job_id__in=jobs.values("id")).exists()
+
+
+def _stored_summary(row: Workflow, in_redis: bool) -> dict[str, Any]:
+    return {
+        "id": row.id, "name": row.name, "queue": row.queue, "state": row.state,
+        "created_at": shapes.iso(row.created_at), "cancelled_at": shapes.iso(row.cancelled_at),
+        "finished_at": shapes.iso(row.finished_at), "size": row.size, "in_redis": in_redis,
+        "synced_at": shapes.iso(row.synced_at), "counts": row.counts or {},
+        "groups": workflow_steps.stored_groups(row.id),
+    }  # fmt: skip
+
+
+def _live_summary(graph: WorkflowGraph) -> dict[str, Any]:
     view = graph.view
-    dependents: dict[str, list[str]] = {s.name: [] for s in graph.steps}
-    for s in graph.steps:
-        for p in s.parents:
-            if p.step in dependents:
-                dependents[p.step].append(s.name)
-    steps = [
-        {"name": s.name, "job_id": s.job_id, "queue": s.queue, "task": s.task, "state": _state(s.state),
-         "parents": [{"step": p.step, "job_id": p.job_id, "policy": p.policy} for p in s.parents],
-         "dependents": dependents[s.name]}
-        for s in graph.steps
-    ]  # fmt: skip
     return {
         "id": view.id, "name": view.name, "queue": view.queue, "state": workflow_state(graph),
         "created_at": shapes.iso(ms_to_datetime(view.created_at)),
-        "cancelled_at": shapes.iso(ms_to_datetime(view.cancelled_at)), "size": len(steps), "counts": view.counts(),
-        "steps": steps, "in_redis": True,
+        "cancelled_at": shapes.iso(ms_to_datetime(view.cancelled_at)), "finished_at": None,
+        "size": len(graph.steps), "in_redis": True, "synced_at": None, "counts": view.counts(),
+        "groups": workflow_steps.live_groups(graph),
     }  # fmt: skip
 
 
-def stored_workflow(call: Call, workflow_id: str) -> dict[str, Any] | None:
-    """A workflow whose record Redis no longer holds (expired after its `keep`), as the mirror kept it: its row,
-    its jobs' rows (in creation order: a workflow's job ids are made in one batch, in its steps' order) and its
-    links; None when the mirror has none, or the caller may not see it (as for a live one)."""
+def _read(call: Call, workflow_id: str) -> tuple[Workflow | None, WorkflowGraph | None]:
+    """The mirror's row of a workflow the caller may see, or, while the mirror has not seen it, its graph from
+    Redis; the 404 of an unknown id otherwise."""
     row = Workflow.objects.filter(id=workflow_id).first()
-    if row is None:
-        return None
-    jobs = list(JobRow.objects.filter(workflow_id=workflow_id).order_by("id").values_list(
-        "id", "step", "queue", "task", "state"))  # fmt: skip
-    caller = call.caller
-    if caller.queue_limits and row.queue not in caller.queue_limits:
-        return None
-    if caller.limited and not all(caller.within(queue, task) for _, _, queue, task, _ in jobs):
-        return None
-    if not caller.may_read_all and not _owns(call, [job_id for job_id, *_ in jobs]):
-        return None
-    step_of = {job_id: step for job_id, step, *_ in jobs}
-    parents: dict[str, list[dict[str, str]]] = {job_id: [] for job_id, *_ in jobs}
-    dependents: dict[str, list[str]] = {job_id: [] for job_id, *_ in jobs}
-    links = JobLink.objects.filter(workflow_id=workflow_id).order_by("child_id", "position")
-    for child, parent, policy in links.values_list("child_id", "parent_id", "policy"):
-        if child in parents:
-            parents[child].append({"step": step_of.get(parent, ""), "job_id": parent, "policy": policy})
-        if parent in dependents and child in step_of:
-            dependents[parent].append(step_of[child])
-    steps = [
-        {"name": step, "job_id": job_id, "queue": queue, "task": task, "state": state, "parents": parents[job_id],
-         "dependents": dependents[job_id]}
-        for job_id, step, queue, task, state in jobs
-    ]  # fmt: skip
-    return {
-        "id": row.id, "name": row.name, "queue": row.queue, "state": row.state,
-        "created_at": shapes.iso(row.created_at), "cancelled_at": shapes.iso(row.cancelled_at), "size": row.size,
-        "counts": row.counts or {}, "steps": steps, "in_redis": False,
-    }  # fmt: skip
+    if row is not None:
+        if not _may_see_stored(call, row):
+            raise no_workflow(workflow_id)
+        return row, None
+    return None, visible_workflow(call, workflow_id)
+
+
+def _page(row: Workflow | None, graph: WorkflowGraph | None, params: dict[str, Any]) -> workflow_steps.StepPage:
+    filters = workflow_steps.StepFilters.of(params)
+    cursor, limit = params.get("cursor"), params["limit"]
+    if row is not None:
+        return workflow_steps.stored_page(row.id, filters, cursor, limit)
+    assert graph is not None
+    return workflow_steps.live_page(graph, filters, cursor, limit)
+
+
+STEPS_CURSOR = "the last step's job id (steps come in creation order)"
 
 
 @operation(
     "GET", "/workflows/{workflow_id}", operation_id="get_workflow", summary="Get a workflow", tag="workflows",
-    scope="any", params=(WORKFLOW_ID,),
-    responses={200: Response("The workflow now: its state, steps by state, and each step's job, state and links.",
-                             ref("Workflow")), 404: NOT_FOUND},
+    scope="any", params=(WORKFLOW_ID, paging(ULID_PATTERN, STEPS_CURSOR)[0]),
+    responses={200: Response("The workflow: its state, its steps by state and collapsed by name, and the first "
+                             "page of its steps with their links.", ref("Workflow")), 404: NOT_FOUND},
 )  # fmt: skip
 def get_workflow(call: Call) -> Reply:
-    """A workflow as Redis holds it now: its state, its steps counted by state, and each step's job with its
-    state, the steps it waits for (with each link's policy) and the steps waiting for it; once Redis dropped its
-    record (30 days after its creation), as the database mirror kept it (`in_redis: false`). A submit token sees
-    only the workflows it created; a limited token only those whose every step is inside its limits."""
+    """A workflow as the database mirror has it (GET /workflows lists the same rows): its state, its steps counted
+    by state and collapsed by name (a fan-out's `export.0` ... `export.9999` are one group), and the first `limit`
+    steps with their parents and dependents; GET /workflows/{id}/steps pages on from `steps_next_cursor`. A
+    workflow the mirror has not seen yet (created a moment ago) is read from Redis (`synced_at: null`). A submit
+    token sees only the workflows it created; a limited token only those whose every step is inside its limits."""
     workflow_id = call.params["workflow_id"].upper()
-    graph = live_workflow(workflow_id)
-    if graph is not None:
-        if not _may_see(call, graph):
-            raise no_workflow(workflow_id)
-        return Reply(200, workflow_shape(graph))
-    stored = stored_workflow(call, workflow_id)
-    if stored is None:
-        raise no_workflow(workflow_id)
-    return Reply(200, stored)
+    row, graph = _read(call, workflow_id)
+    if row is not None:
+        [record] = get_client().queries.workflows.records([(row.id, row.queue)])
+        summary = _stored_summary(row, in_redis=record is not None)
+    else:
+        assert graph is not None
+        summary = _live_summary(graph)
+    page = _page(row, graph, call.params)
+    return Reply(200, {**summary, "steps": page.items, "steps_next_cursor": page.next_cursor})
+
+
+@operation(
+    "GET", "/workflows/{workflow_id}/steps", operation_id="list_workflow_steps", summary="List a workflow's steps",
+    tag="workflows", scope="any",
+    params=(
+        WORKFLOW_ID,
+        Param("state", string("only steps whose job is in this state", enum=[s.value for s in JobState])),
+        Param("step", string("only this step, or the steps of a fan-out sharing this name without their numbers "
+                             "(a group of GET /workflows/{id})", pattern=NAME_PATTERN)),
+        Param("parents_of", string("only the steps this step waits for", pattern=NAME_PATTERN)),
+        Param("dependents_of", string("only the steps waiting for this step", pattern=NAME_PATTERN)),
+        *paging(ULID_PATTERN, STEPS_CURSOR),
+    ),
+    database_only=True,
+    responses={200: Response("A page of steps, in creation order (parents before their dependents).",
+                             page_of(ref("WorkflowStep"))),
+               422: Response("parents_of or dependents_of names no step of this workflow (`errors` names the "
+                             "parameter)."),
+               404: NOT_FOUND},
+)  # fmt: skip
+def list_steps(call: Call) -> Reply:
+    """A workflow's steps a page at a time, from the database mirror (from Redis while the mirror has not seen the
+    workflow), each with its job's state, its parents and its dependents; filtered by state, by step name (a
+    fan-out's group), or to the parents or dependents of one step. Who may see it: as GET /workflows/{id}."""
+    row, graph = _read(call, call.params["workflow_id"].upper())
+    page = _page(row, graph, call.params)
+    return Reply(200, {"items": page.items, "next_cursor": page.next_cursor})
 
 
 # --- list (the database mirror's Workflow rows: Redis keeps no index of workflows) ---------------------------

@@ -455,6 +455,8 @@ ROWS: list[Row] = [
         note="a submit token's own workflows, a limited token's whose every job is inside its limits"),
     Row("GET", f"{V}/workflows/{WF}", get(lambda w: f"{V}/workflows/{w.own_workflow()}"),
         v1(200, submit=200, submit_other=404, read=200, limited=404)),
+    Row("GET", f"{V}/workflows/{WF}/steps", get(lambda w: f"{V}/workflows/{w.own_workflow()}/steps"),
+        v1(200, submit=200, submit_other=404, read=200, limited=404)),
     Row("POST", f"{V}/workflows/{WF}/cancel", send("POST", lambda w: f"{V}/workflows/{w.own_workflow()}/cancel"),
         v1(200, submit=200, submit_other=404, read=403, limited=404)),
     # choice (the brief of the workflows API): a submit token resubmits its own workflow's failed steps, as it

@@ -3,10 +3,11 @@ page's links, read from the mirror; and the graph's layout (collapsed fan-outs, 
 
 import pytest
 
-from dashboards.workflow_graph import Member, base, layout
+from dashboards.workflow_graph import Member, layout
 from jobconsole.core import JobSpec
 from jobconsole.core.workflows import Step
 from jobconsole.models import AuditLog, Workflow
+from jobconsole.step_names import base
 from tests.app.test_console_pages import OPERATE, VIEW, web
 from tests.mirror_fixtures import *  # noqa: F403
 from tests.mirror_fixtures import run_worker

@@ -32,7 +32,25 @@ HASHES = {
     "long error class": {**FULL, "last_error": '{"error_class": "%s"}' % ("E" * 300)},
     "empty params": {**FULL, "params": ""},
     "not cancelled": {**FULL, "cancel_requested": "0"},
+    "waiting with its release options": {
+        **FULL,
+        "state": "waiting",
+        "workflow": "01JD0000000000000000000009",
+        "step": "merge",
+        "deps_n": "2",
+        "pass": "dict",
+        "splice_at": "11",
+        "when": "failure",
+        "release_delay": "5000",
+    },
+    "released: its splice done": {**FULL, "deps_n": "1", "pass": "one"},
 }
+
+
+def test_a_job_with_parents_keeps_its_release_options_for_a_restore() -> None:
+    row = hash_values(HASHES["waiting with its release options"], SYNCED)
+    assert row[-1] == '{"pass":"dict","splice_at":"11","when":"failure","release_delay":"5000"}'
+    assert hash_values(FULL, SYNCED)[-1] == ""  # a job without parents: nothing
 
 
 @pytest.mark.parametrize("h", HASHES.values(), ids=HASHES.keys())

@@ -88,6 +88,7 @@ def every_call(store: Recorder) -> list[Call[Any]]:
         lambda: store.mirror_epoch(),
         lambda: store.workflow_call(q, "wf", name="n", keep_ms=1, count=0, blocks=[]),
         lambda: store.workflow_cancel(q, "wf", ttl_ms=1),
+        lambda: store.workflow_restore_call(q, "wf", ["n", q, 0, 0, "", 0, 0, 0, 0]),
     ]  # fmt: skip
     for make in makers:
         _record(store, make)
