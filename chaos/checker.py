@@ -78,19 +78,21 @@ class Report:
         return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
-def load_jobs(r: "redis.Redis", ids: list[str]) -> dict[str, Job | None]:
-    k = queue_keys(QUEUE)
-    jobs: dict[str, Job | None] = {}
-    for start in range(0, len(ids), 1000):
-        chunk = ids[start : start + 1000]
-        pipe = r.pipeline(transaction=False)
-        for job_id in chunk:
-            pipe.hgetall(k.job(job_id))
-            pipe.lrange(k.attempts(job_id), 0, -1)
-        replies = pipe.execute()
-        for i, job_id in enumerate(chunk):
-            h, attempts = cast(dict[str, str], replies[2 * i]), cast(list[str], replies[2 * i + 1])
-            jobs[job_id] = Job.from_hash(h, attempts) if h else None
+def load_jobs(r: "redis.Redis", ids: list[str], queues: Sequence[str] = (QUEUE,)) -> dict[str, Job | None]:
+    """Each job by id, from whichever of `queues` holds it."""
+    jobs: dict[str, Job | None] = dict.fromkeys(ids)
+    for queue in queues:
+        k = queue_keys(queue)
+        for start in range(0, len(ids), 1000):
+            chunk = [job_id for job_id in ids[start : start + 1000] if jobs[job_id] is None]
+            pipe = r.pipeline(transaction=False)
+            for job_id in chunk:
+                pipe.hgetall(k.job(job_id))
+                pipe.lrange(k.attempts(job_id), 0, -1)
+            replies = pipe.execute() if chunk else []
+            for i, job_id in enumerate(chunk):
+                h, attempts = cast(dict[str, str], replies[2 * i]), cast(list[str], replies[2 * i + 1])
+                jobs[job_id] = Job.from_hash(h, attempts) if h else None
     return jobs
 
 
@@ -144,18 +146,19 @@ FSYNC_WINDOW_S = 2.5  # Redis postpones an everysec AOF write for up to 2 s; plu
 
 
 def check(
-    ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec: bool = False, mirror_db: Path | None = None
-) -> Report:
+    ledger: Ledger, r: "redis.Redis", stale_reports: int = 0, *, everysec: bool = False, mirror_db: Path | None = None,
+    queues: Sequence[str] = (QUEUE,),
+) -> Report:  # fmt: skip
     accepted = ledger.accepted()
     duplicates = ledger.duplicates()
-    jobs = load_jobs(r, sorted({a.job_id for a in accepted} | {d.holder for d in duplicates}))
+    jobs = load_jobs(r, sorted({a.job_id for a in accepted} | {d.holder for d in duplicates}), queues)
     report = judge(
         accepted, ledger.executions(), ledger.faults(), jobs, everysec=everysec,
         mirrored=mirrored_states(mirror_db) if mirror_db is not None else None, duplicates=duplicates,
     )  # fmt: skip
     report.effects_applied, report.effect_attempts, report.duplicate_effects = ledger.effect_counts()
     report.stale_reports = stale_reports
-    found = leftovers(r)
+    found = [what for queue in queues for what in leftovers(r, queue)]
     report.orphans = len(found)
     report.notes += [f"orphan: {what}" for what in found[:10]]
     return report
@@ -164,17 +167,17 @@ def check(
 # Which set holds a job in each state (the state table's); a drained queue has no job waiting or running.
 STATE_SETS = {s.value: info.zset for s, info in STATES.items()}
 # A job's links to other jobs (lua/_deps.lua) live beside its hash: not job hashes.
-LINK_SUFFIXES = (":deps", ":ended", ":results", ":children")
+LINK_SUFFIXES = (":deps", ":ended", ":results", ":children", ":relayed")
 
 
 LIVE_STATES = {"queued", "scheduled", "retrying", "running"}  # not finished: a job holds its unique key in these
 
 
-def leftovers(r: "redis.Redis") -> list[str]:
+def leftovers(r: "redis.Redis", queue: str = QUEUE) -> list[str]:
     """What the faults left behind in Redis that no job accounts for: a job hash missing from the set of its
     state or listed in another, a set member or attempt history without a job, intake entries nothing
     drained, unique keys held by finished jobs. Each is a description; a consistent queue yields none."""
-    k = queue_keys(QUEUE)
+    k = queue_keys(queue)
     members = {name: set(cast(list[str], r.zrange(k.sets[name], 0, -1))) for name in set(STATE_SETS.values())}
     for group in cast(set[str], r.smembers(k.groups)):  # jobs held for a concurrency group's slot are queued too
         members["ready"] |= set(cast(list[str], r.zrange(k.held(group), 0, -1)))

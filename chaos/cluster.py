@@ -50,6 +50,7 @@ class Cluster:
     skews: dict[int, float] = field(default_factory=dict)  # slot -> its clock's offset in seconds (libfaketime)
     urls: dict[int, str] = field(default_factory=dict)  # slot -> the Redis URL its workers use (e.g. a proxy)
     mirrored: bool = False  # the scenario runs the database mirror (migrate() was called)
+    queues: tuple[str, ...] = (QUEUE,)  # what the workers serve and the checker reads
     _generation: int = 0
 
     def env(self, redis_url: str) -> dict[str, str]:
@@ -91,7 +92,7 @@ class Cluster:
         self._generation += 1
         name = f"w{slot}-{self._generation}"
         proc = self._spawn(
-            name, self.urls.get(slot, self.redis.url), "runworker", "--queues", QUEUE, "--name", name,
+            name, self.urls.get(slot, self.redis.url), "runworker", "--queues", ",".join(self.queues), "--name", name,
             "--concurrency", str(self.concurrency), "--no-maintenance", skew=self.skews.get(slot, 0.0),
         )  # fmt: skip
         self.workers[slot] = proc

@@ -55,6 +55,25 @@ class _ClusterURL:
         self.url = url
 
 
+def fail_over(ctx: Ctx, setup: ClusterSetup, key: str) -> bool:
+    """SIGKILL the primary owning `key` now, wait for its replica's promotion, restart it (it rejoins as the new
+    primary's replica: its nodes.conf says so). False, and a note, when the failover did not happen."""
+    from chaos.scenarios import _wait  # scenarios.py imports this module
+
+    victim = setup.node_of(key)
+    started = time.time()
+    try:
+        setup.kill_and_wait_failover(victim, timeout=30)
+    except (RuntimeError, LookupError) as exc:
+        ctx.notes.append(f"failover of {victim.name} did not happen: {exc}"[:300])
+        return False
+    ctx.ledger.fault("cluster_failover", [], started, time.time())
+    ctx.notes.append(f"{victim.name} killed; its replica took over in {time.time() - started:.1f}s")
+    victim.start(setup._args(victim))
+    _wait(setup.healthy, 30)
+    return True
+
+
 def cluster_failover(ctx: Ctx) -> None:
     from chaos.scenarios import _peaks_at_once, _wait  # scenarios.py imports this module
 
@@ -84,18 +103,9 @@ def cluster_failover(ctx: Ctx) -> None:
     missed = 0
     for key in owners:
         ctx.sleep(1.0, 2.0)
-        victim = setup.node_of(key)  # the primary owning it now
-        started = time.time()
-        try:
-            setup.kill_and_wait_failover(victim, timeout=30)
-        except (RuntimeError, LookupError) as exc:
+        if not fail_over(ctx, setup, key):
             missed += 1
-            ctx.notes.append(f"failover of {victim.name} did not happen: {exc}"[:300])
             break
-        ctx.ledger.fault("cluster_failover", [], started, time.time())
-        ctx.notes.append(f"{victim.name} killed; its replica took over in {time.time() - started:.1f}s")
-        victim.start(setup._args(victim))  # rejoins as the new primary's replica (its nodes.conf says so)
-        _wait(setup.healthy, 30)
     ctx.settle(timeout=120)
     grouped = [p.spec.id for p in plan if p.spec.task == "chaos.grouped" and p.spec.id]
     valid, raw = _peaks_at_once(ctx, grouped)

@@ -101,6 +101,7 @@ def run_scenario(
         cluster.stale_reports(),
         everysec=scenario.appendfsync == "everysec",
         mirror_db=cluster.mirror_db if cluster.mirrored else None,
+        queues=cluster.queues,
     )
     report.notes += ctx.notes
     r.close()

@@ -8,13 +8,16 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import TYPE_CHECKING, cast
+
+import redis
 
 from chaos.checker import EPS, leases, match
 from chaos.cluster_failover import CLUSTER_GATES, cluster_failover
+from chaos.cluster_workflows import CLUSTER_WORKFLOW_GATES, cluster_workflows
 from chaos.harness import Ctx, Planned, work
 from chaos.ledger import Accepted
 from chaos.proxy import Mode, Proxy
@@ -28,6 +31,9 @@ from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S
 from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.store import Store
 from jobconsole.core.streams import parse_id
+
+if TYPE_CHECKING:
+    from jobconsole.core import JobSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -858,51 +864,11 @@ def workflows(ctx: Ctx) -> None:
     dependent is released exactly once (its `released` events), starts only after every run of its parents ended,
     none is left waiting, and every step runs (the checker's gates: a step ran twice only when a run of its own was
     interrupted)."""
-    from chaos.ledger import Accepted
-    from jobconsole.core import JobSpec, Step
-    from jobconsole.core.compose import chain, chord, group
-    from jobconsole.core.ids import new_job_id
-
     ctx.cluster.start_recoverer()
     ctx.workers(3)
-    fan, count = int(ctx.size(60, 400)), int(ctx.size(3, 10))
-    parents: dict[str, list[str]] = {}  # job id -> its parents' job ids
-    made_ids: list[str] = []
-    failed = 0
-
-    def spec(key: str) -> JobSpec:
-        return JobSpec(task="chaos.work", params={"key": key, "seconds": ctx.rng.choice([0.0, 0.02, 0.1, 0.3])})
-
-    def create(index: int) -> None:
-        nonlocal failed
-        w = f"wf{index}"
-        flow = group(
-            chain(spec(f"{w}.c0"), spec(f"{w}.c1"), spec(f"{w}.c2"), name="chain", pass_results=None),
-            chord([spec(f"{w}.f{i}") for i in range(fan)], spec(f"{w}.callback"), name="fan", pass_results=None),
-            group(chain(spec(f"{w}.n0"), spec(f"{w}.n1"), pass_results=None),
-                  chain(spec(f"{w}.n2"), spec(f"{w}.n3"), pass_results=None), name="nested"),
-            name="g",
-        )  # fmt: skip
-        steps = [*flow, Step("top", spec(f"{w}.top")), Step("left", spec(f"{w}.left"), after=["top"]),
-                 Step("right", spec(f"{w}.right"), after=["top"]),
-                 Step("bottom", spec(f"{w}.bottom"), after=["left", "right"])]  # fmt: skip
-        workflow_id, deadline = new_job_id(), time.monotonic() + 60
-        while True:
-            try:
-                made = ctx.client.enqueue_workflow(steps, name=w, id=workflow_id)
-                break
-            except RETRYABLE_ERRORS:
-                if time.monotonic() > deadline:
-                    failed += 1
-                    return
-                time.sleep(0.1)
-        ids = made.job_ids_by_step
-        for s in steps:
-            parents[ids[s.name]] = [ids[p] for p in s.parents()]
-        made_ids.extend(ids.values())
-        ctx.ledger.accept([Accepted(job_id, "chaos.work", "completed", time.time()) for job_id in ids.values()])
-
-    creator = threading.Thread(target=lambda: [create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
+    book = WorkflowBook(ctx)
+    count = int(ctx.size(3, 10))
+    creator = threading.Thread(target=lambda: [book.create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
     creator.start()
     for done in itertools.count():
         if not (creator.is_alive() or done < 3):
@@ -913,35 +879,111 @@ def workflows(ctx: Ctx) -> None:
         else:
             ctx.kill_a_worker()
     creator.join()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # drained: nothing ready or running, and nothing left waiting either
-        with contextlib.suppress(*RETRYABLE_ERRORS):
-            if ctx.drained() and ctx.r.zcard(queue_keys(QUEUE).sets["waiting"]) == 0:
+    book.judge(count)
+
+
+class WorkflowBook:
+    """The workflows a scenario creates (each a chain, a chord of `fan` members, nested groups of chains and a
+    diamond; `queues`: the steps spread over these in turn, the first one first) and what they are judged on."""
+
+    def __init__(
+        self, ctx: Ctx, queues: Sequence[str] = (QUEUE,), accepted: Callable[[], object] | None = None
+    ) -> None:
+        self.ctx, self.queues, self.accepted = ctx, list(queues), accepted
+        self.fan = int(ctx.size(60, 400))
+        self.parents: dict[str, list[str]] = {}  # job id -> its parents' job ids
+        self.queue_of: dict[str, str] = {}  # job id -> its queue
+        self.made_ids: list[str] = []
+        self.failed = 0
+        self._turn = itertools.count()  # each workflow's steps go to the queues in turn, the first step first
+
+    def _spec(self, key: str) -> "JobSpec":
+        from jobconsole.core import JobSpec
+
+        queue = self.queues[next(self._turn) % len(self.queues)]
+        seconds = self.ctx.rng.choice([0.0, 0.02, 0.1, 0.3])
+        return JobSpec(task="chaos.work", queue=queue, params={"key": key, "seconds": seconds})
+
+    def create(self, index: int) -> None:
+        from jobconsole.core import Step
+        from jobconsole.core.compose import chain, chord, group
+        from jobconsole.core.ids import new_job_id
+
+        w, spec = f"wf{index}", self._spec
+        self._turn = itertools.count()
+        flow = group(
+            chain(spec(f"{w}.c0"), spec(f"{w}.c1"), spec(f"{w}.c2"), name="chain", pass_results=None),
+            chord([spec(f"{w}.f{i}") for i in range(self.fan)], spec(f"{w}.callback"), name="fan", pass_results=None),
+            group(chain(spec(f"{w}.n0"), spec(f"{w}.n1"), pass_results=None),
+                  chain(spec(f"{w}.n2"), spec(f"{w}.n3"), pass_results=None), name="nested"),
+            name="g",
+        )  # fmt: skip
+        steps = [*flow, Step("top", spec(f"{w}.top")), Step("left", spec(f"{w}.left"), after=["top"]),
+                 Step("right", spec(f"{w}.right"), after=["top"]),
+                 Step("bottom", spec(f"{w}.bottom"), after=["left", "right"])]  # fmt: skip
+        workflow_id, deadline, first_send = new_job_id(), time.monotonic() + 60, time.time()
+        while True:
+            try:
+                made = self.ctx.client.enqueue_workflow(steps, name=w, id=workflow_id)
+                if self.accepted is not None:
+                    self.accepted()
                 break
-        time.sleep(0.2)
-    ctx.settle(timeout=60.0)
-    runs: dict[str, list[tuple[float, float | None]]] = {}
-    for e in ctx.ledger.executions():
-        runs.setdefault(e.job_id, []).append((e.started, e.ended))
-    released: dict[str, int] = {}
-    for _id, fields in ctx.r.xrange(queue_keys(QUEUE).events, "-", "+"):
-        if fields.get("event") == "released":
-            released[fields["job"]] = released.get(fields["job"], 0) + 1
-    early = 0
-    for job_id, ups in parents.items():
-        first = min((start for start, _end in runs.get(job_id, [])), default=None)
-        ends = [end for p in ups for _start, end in runs.get(p, []) if end is not None]
-        if first is not None and ends and first < max(ends):
-            early += 1
-    ctx.tallies.update(
-        released_twice=sum(1 for job_id in parents if released.get(job_id, 0) > 1),
-        started_early=early,
-        left_waiting=int(ctx.r.zcard(queue_keys(QUEUE).sets["waiting"])),
-        workflows_not_created=failed,
-        workflow_steps=len(made_ids),
-        dependents=sum(1 for ups in parents.values() if ups),
-    )
-    ctx.notes.append(f"{count - failed} workflows of {len(made_ids) // max(1, count - failed)} steps each")
+            except RETRYABLE_ERRORS:
+                if time.monotonic() > deadline:
+                    self.failed += 1
+                    return
+                time.sleep(0.1)
+        ids = made.job_ids_by_step
+        for s in steps:
+            self.parents[ids[s.name]] = [ids[p] for p in s.parents()]
+            self.queue_of[ids[s.name]] = s.spec.queue or QUEUE
+        self.made_ids.extend(ids.values())
+        # Not before its first send: a step may start before `accepted` returned (a replica's acknowledgement).
+        self.ctx.ledger.accept([Accepted(job_id, "chaos.work", "completed", first_send) for job_id in ids.values()])
+
+    def waiting(self) -> int:
+        return sum(int(self.ctx.r.zcard(queue_keys(q).sets["waiting"])) for q in self.queues)
+
+    def drained(self) -> bool:
+        """Nothing ready, running or waiting in any of the queues."""
+        counts = [self.ctx.client.counts(q) for q in self.queues]
+        return sum(c.queued + c.scheduled + c.running for c in counts) == 0 and self.waiting() == 0
+
+    def judge(self, count: int) -> None:
+        ctx = self.ctx
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # drained: nothing ready or running, and nothing left waiting either
+            with contextlib.suppress(*RETRYABLE_ERRORS, redis.RedisError):
+                if self.drained():
+                    break
+            time.sleep(0.2)
+        ctx.settle(timeout=60.0)
+        runs: dict[str, list[tuple[float, float | None]]] = {}
+        for e in ctx.ledger.executions():
+            runs.setdefault(e.job_id, []).append((e.started, e.ended))
+        released: dict[str, int] = {}
+        for q in self.queues:
+            for _id, fields in ctx.r.xrange(queue_keys(q).events, "-", "+"):
+                if fields.get("event") == "released":
+                    released[fields["job"]] = released.get(fields["job"], 0) + 1
+        early = 0
+        for job_id, ups in self.parents.items():
+            first = min((start for start, _end in runs.get(job_id, [])), default=None)
+            ends = [end for p in ups for _start, end in runs.get(p, []) if end is not None]
+            if first is not None and ends and first < max(ends):
+                early += 1
+        dependents = [job_id for job_id, ups in self.parents.items() if ups]
+        ctx.tallies.update(
+            released_twice=sum(1 for job_id in self.parents if released.get(job_id, 0) > 1),
+            released_never=sum(1 for job_id in dependents if released.get(job_id, 0) == 0),
+            started_early=early,
+            left_waiting=self.waiting(),
+            workflows_not_created=self.failed,
+            workflow_steps=len(self.made_ids),
+            dependents=len(dependents),
+        )
+        ctx.notes.append(f"{count - self.failed} workflows of {len(self.made_ids) // max(1, count - self.failed)} steps"
+                         f" each over {len(self.queues)} queue(s)")  # fmt: skip
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -990,6 +1032,13 @@ SCENARIOS: dict[str, Scenario] = {
             cluster_failover,
             "everysec",
             extra_gates=CLUSTER_GATES,
+        ),
+        Scenario(
+            "cluster_workflows",
+            "workflows across slots on Redis Cluster: workers killed, a primary failed over",
+            cluster_workflows,
+            "everysec",
+            extra_gates=CLUSTER_WORKFLOW_GATES,
         ),
     ]
 }

@@ -3,7 +3,7 @@
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -200,11 +200,27 @@ class Client:
         if not isinstance(name, str) or len(name) > 200 or any(ord(c) < 32 for c in name):
             raise InvalidWorkflow("a workflow name is at most 200 printable characters")
         workflow_id = check_job_id(id) if id is not None else new_job_id()
+        steps = list(steps)
         nodes = workflows.plan(self, steps)
         queues = {n.queue for n in nodes}
-        self._check_slots(queues)
         home = nodes[0].queue
-        reply = self._run_workflow(home, workflow_id, name, int(keep * 1000), nodes, queues)
+        if self.store.cluster and len(queues) > 1:  # its queues are in different slots: created in steps
+            if queues - self._known_queues:
+                self._register_queues(queues - self._known_queues)
+            try:
+                made = workflows.create_in_parts(self, workflow_id, name, int(keep * 1000), nodes)
+                if isinstance(made, dict):  # an unfinished creation of this id: finished with its own job ids
+                    recorded = made
+                    steps = [replace(s, spec=replace(s.spec, id=recorded.get(s.name))) for s in steps]
+                    nodes = workflows.plan(self, steps)
+                    made = workflows.create_in_parts(self, workflow_id, name, int(keep * 1000), nodes)
+            except OutOfMemoryError as exc:
+                raise RedisFull([n.id for n in nodes]) from exc
+            if isinstance(made, dict):
+                raise InvalidWorkflow(f"workflow {workflow_id} is being created with other steps")
+            reply = ["created", *made] if made is not None else ["exists"]
+        else:
+            reply = self._run_workflow(home, workflow_id, name, int(keep * 1000), nodes, queues)
         if reply[0] == "exists":
             view = self.queries.workflows.get(workflow_id, home)
             found = {s.name: s.job_id for s in view.steps} if view else {}
@@ -221,18 +237,33 @@ class Client:
     def cancel_workflow(self, workflow_id: str, queue: str) -> tuple[int, int]:
         """Cancel every member of a workflow that has not started, ask the running ones to stop: (cancelled,
         asked). `queue`: WorkflowResult.queue. JobNotFound for an unknown workflow."""
-        for q in {q for q, _ in self.queries.workflows.members(workflow_id, queue)}:
+        parts: dict[str, list[str]] = {}
+        for q, job_id in self.queries.workflows.members(workflow_id, queue):
+            parts.setdefault(q, []).append(job_id)
+        for q in parts:
             self.store.drain(q)
-        cancelled, asked = self.store.workflow_cancel(queue, workflow_id, ttl_ms=self.finished_ttl_ms)
-        if cancelled < 0:
+        if not (self.store.cluster and len(parts) > 1):
+            cancelled, asked = self.store.workflow_cancel(queue, workflow_id, ttl_ms=self.finished_ttl_ms)
+            if cancelled < 0:
+                raise JobNotFound(f"no workflow {workflow_id} in queue {queue}")
+            return cancelled, asked
+        # Spanning slots: the record marked, each queue's members cancelled in their own slot, then what their
+        # ends tell children in other slots relayed (after every part, so no `run` dependent starts meanwhile).
+        if self.store.workflow_cancel(queue, workflow_id, ttl_ms=self.finished_ttl_ms, mode="mark")[0] < 0:
             raise JobNotFound(f"no workflow {workflow_id} in queue {queue}")
+        cancelled = asked = 0
+        for q, ids in parts.items():
+            c, a = self.store.workflow_cancel(q, workflow_id, ttl_ms=self.finished_ttl_ms, mode="part", job_ids=ids)
+            cancelled, asked = cancelled + c, asked + a
+        for q in parts:
+            workflows.relay(self.store, q, ahead_ms=10_000)
         return cancelled, asked
 
     def _check_slots(self, queues: set[str]) -> None:
         if self.store.cluster and len(queues) > 1:
             raise InvalidWorkflow(
-                "on Redis Cluster the jobs of a workflow (and a job with depends_on and its parents) must share one "
-                f"queue; these span {', '.join(sorted(queues))}"
+                "on Redis Cluster a job with depends_on and its parents must share one queue (a workflow may span "
+                f"queues); these span {', '.join(sorted(queues))}"
             )
 
     def _run_workflow(

@@ -74,6 +74,31 @@ class QueueKeys:
         size, cancelled_at, and `step:<name>` -> "<queue>|<job id>" per step."""
         return self.job_prefix.removesuffix("job:") + "wf:" + workflow_id
 
+    def base(self, name: str) -> str:
+        """A key of this queue by its name."""
+        return self.job_prefix.removesuffix("job:") + name
+
+    # Cluster, workflows spanning slots (docs/architecture.md, "Crossing slots on a Cluster"):
+    @property
+    def wf_creating(self) -> str:
+        """ZSET of workflows homed here whose creation is not done, scored by its deadline (ms)."""
+        return self.base("wf_creating")
+
+    @property
+    def deps_out(self) -> str:
+        """HASH: the outbox of this queue's parents to dependents in other slots, the latest message per link."""
+        return self.base("deps_out")
+
+    @property
+    def deps_due(self) -> str:
+        """ZSET: the outbox's fields by the ms the relayer takes them."""
+        return self.base("deps_due")
+
+    @property
+    def deps_acked(self) -> str:
+        """SET: the outbox's fields applied once, waiting for their second application."""
+        return self.base("deps_acked")
+
     def attempts(self, job_id: str) -> str:
         return self.job_prefix + job_id + ":attempts"
 

@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 import redis
 
+from jobconsole.core import workflows
 from jobconsole.core.lapse import DEFAULT_WORKER_EXPIRY_S, GONE_KEEP_S, WATCH_EVERY_S, LapseWatch
 from jobconsole.core.queries import Queries
 from jobconsole.core.states import REDIS_RETENTION, TERMINAL_STATES, JobState
@@ -138,6 +139,8 @@ class Maintenance:
             # Promote (which drains the intake) first: a job handed to a worker that died before anything
             # drained it is then in the active set, and this same pass recovers it.
             done += self.promote(queue) + self.recover(queue, outage_ms=outage_ms)
+            if self.store.cluster:  # workflows spanning slots: their outboxes and unfinished creations
+                self.relay(queue)
         if time.monotonic() - self._last_trim >= self.trim_every:
             self._last_trim = time.monotonic()
             for queue in self.queries.queues.names():
@@ -159,6 +162,16 @@ class Maintenance:
             if len(requeued) + len(ended) < limit:
                 self.recovered += total
                 return total
+
+    def relay(self, queue: str) -> int:
+        """Cluster: a queue's messages to dependents in other slots delivered, its workflows' creations past their
+        deadline rolled back or finished (core/workflows.py)."""
+        try:
+            workflows.recover_creations(self.store, self.queries, queue)
+            return workflows.relay(self.store, queue)
+        except redis.RedisError as exc:  # one node failing over must not stop the other queues' chores
+            log.warning("maintenance: relaying the workflow outbox of %s failed (%s)", queue, exc)
+            return 0
 
     def promote(self, queue: str, limit: int = 1000) -> int:
         return self.store.promote(queue, limit=limit)

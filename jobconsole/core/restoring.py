@@ -10,6 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from jobconsole.core import cluster
+from jobconsole.core.errors import InvalidJob
+from jobconsole.core.keys import queue_keys
 from jobconsole.core.scripts import Arg
 from jobconsole.core.workflows import KEEP_SECONDS
 
@@ -92,6 +95,19 @@ def restore_waiting(client: "Client", workflow: LostWorkflow, jobs: Sequence[Los
     args.append(len(workflow.enqueued))
     for ref, step in workflow.enqueued:
         args += [ref, step]
+    if client.store.cluster:
+        _refuse_spanning_slots(workflow, queues, jobs)
     if new_queues := queues - client._known_queues:  # a queue Redis forgot too: the console and workers see it again
         client._register_queues(new_queues)
     return client.store.run(client.store.workflow_restore_call(workflow.home, workflow.id, args))
+
+
+def _refuse_spanning_slots(workflow: LostWorkflow, queues: set[str], jobs: Sequence[LostWaitingJob]) -> None:
+    """On a Redis Cluster one call reaches one slot: a workflow whose lost waiting jobs, parents or home span
+    queues in several slots is refused whole (its rows stay history), not half restored."""
+    named = queues | {workflow.home} | {p.queue for job in jobs for p in job.parents}
+    if len({cluster.slot_of(queue_keys(q).ready) for q in named}) > 1:
+        raise InvalidJob(
+            f"its waiting jobs span queues in several Redis Cluster slots ({', '.join(sorted(named))}): "
+            "a restore of those is not supported yet; enqueue them again by hand"
+        )

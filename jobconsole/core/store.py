@@ -123,6 +123,10 @@ def _strings(reply: Any) -> list[str]:
     return [str(r) for r in reply]
 
 
+def _raw(reply: Any) -> Any:
+    return reply
+
+
 def _ints(reply: Any) -> list[int]:
     return [int(r) for r in reply]
 
@@ -324,7 +328,7 @@ class Store:
         enqueue (no record). The raw reply: ['created', state...], ['exists'], ['taken', id] or
         ['missing', parent ref, id]."""
         named = {"wf_record": queue_keys(home).workflow(workflow_id)}
-        args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, *blocks]
+        args: list[Arg] = [workflow_id, name, self.events_maxlen, home, keep_ms, count, "", *blocks]
         return Call("workflow", _fill("workflow", None, named), args, _strings)
 
     def workflow_restore_call(self, home: str, workflow_id: str, args: Sequence[Arg]) -> Call[list[str]]:
@@ -334,12 +338,47 @@ class Store:
         args = [workflow_id, args[0], self.events_maxlen, *args[1:]]
         return Call("workflow_restore", _fill("workflow_restore", None, named), args, _strings)
 
-    def workflow_cancel(self, home: str, workflow_id: str, *, ttl_ms: int) -> tuple[int, int]:
+    def workflow_part_call(
+        self, queue: str, workflow_id: str, *, home: str, count: int, blocks: Sequence[Arg],
+        remote_parents: Sequence[str], remote_links: Sequence[tuple[str, str]],
+    ) -> Call[list[str]]:  # fmt: skip
+        """Cluster: one queue's part of a workflow that spans slots (workflow.lua 'part'): its roots held until
+        `workflow_parts('open')`. `remote_parents`: refs of members in other queues its jobs wait for;
+        `remote_links`: (parent id here, child ref there). Reply as workflow_call's, or ['placed'] (a repeat)."""
+        named = {"wf_record": queue_keys(queue).workflow(workflow_id)}  # never written: it names the slot
+        args: list[Arg] = [workflow_id, "", self.events_maxlen, home, 0, count, "part", *blocks]
+        args += [len(remote_parents), *remote_parents, len(remote_links), *chain.from_iterable(remote_links)]
+        return Call("workflow", _fill("workflow", None, named), args, _strings)
+
+    def workflow_parts(self, op: str, queue: str, workflow_id: str, *args: Arg) -> Any:
+        """Cluster: a step of a workflow spanning slots (lua/workflow_parts.lua): begin, commit, abort, done in the
+        home queue's slot; open, unplace in a member queue's."""
+        if op in ("open", "unplace"):
+            args = (self.events_maxlen, *args)
+        keys = _fill("workflow_parts", queue_keys(queue), {"wf_record": queue_keys(queue).workflow(workflow_id)})
+        return self.run(Call("workflow_parts", keys, [op, workflow_id, *args], _raw))
+
+    def creations_due(self, queue: str, limit: int = 100) -> list[str]:
+        """Cluster: ids of workflows whose home is this queue and whose creation is past its deadline."""
+        return [str(i) for i in self.redis.zrange(queue_keys(queue).wf_creating, "-inf", self.time_ms(),
+                                                  byscore=True, offset=0, num=limit)]  # fmt: skip
+
+    def relay_call(self, op: str, queue: str, *args: Arg) -> Call[Any]:
+        """Cluster: a step of the cross-slot outbox (lua/deps_relay.lua): 'due' and 'ack' in the parent's queue,
+        'apply' in the child's."""
+        if op == "apply":
+            args = (self.events_maxlen, *args)
+        return Call("deps_relay", script_keys("deps_relay", queue), [op, *args], _raw)
+
+    def workflow_cancel(
+        self, home: str, workflow_id: str, *, ttl_ms: int, mode: str = "", job_ids: Sequence[str] = ()
+    ) -> tuple[int, int]:
         """Cancel a workflow's members not started, ask its running ones to stop: (cancelled, asked); (-1, 0) when
-        the workflow is unknown."""
+        the workflow is unknown. Cluster, a workflow spanning slots: mode 'mark' records the cancel on the record
+        only; 'part' cancels `job_ids` of queue `home` (lua/workflow_cancel.lua)."""
         named = {"wf_record": queue_keys(home).workflow(workflow_id)}
-        reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), [self.events_maxlen, ttl_ms],
-                              _ints))  # fmt: skip
+        args: list[Arg] = [self.events_maxlen, ttl_ms, mode, *job_ids]
+        reply = self.run(Call("workflow_cancel", _fill("workflow_cancel", None, named), args, _ints))
         return reply[0], reply[1]
 
     def set_paused(self, queue: str, paused: bool) -> bool:

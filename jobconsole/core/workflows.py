@@ -9,9 +9,12 @@ results in its params (`pass_results`).
 """
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import redis
 
 from jobconsole.core import keys
 from jobconsole.core.errors import InvalidJob
@@ -22,6 +25,10 @@ from jobconsole.core.states import JobState
 
 if TYPE_CHECKING:
     from jobconsole.core.client import Client, JobSpec
+    from jobconsole.core.queries import Queries
+    from jobconsole.core.store import Store
+
+log = logging.getLogger(__name__)
 
 CANCEL = "cancel"  # a parent that did not complete cancels the dependent (and its dependents in turn)
 RUN = "run"  # the dependent runs anyway once every parent ended (RQ's allow_dependency_failures)
@@ -128,7 +135,7 @@ def decode_links(deps: Mapping[str, str], ended: Mapping[str, str], children: It
         policy, index, step = value.split("|", 2)
         queue, _, job_id = ref.partition("|")
         parents.append((int(index), ParentLink(queue, job_id, step, policy, ended.get(ref, ""))))
-    kids = sorted((q, i) for q, _, i in (c.partition("|") for c in children))
+    kids = sorted((q, i) for q, _, i in (c.lstrip(">").partition("|") for c in children))  # ">": another slot
     return JobLinks([p for _, p in sorted(parents, key=lambda x: x[0])], kids)
 
 
@@ -140,6 +147,11 @@ class Node:
     id: str
     step: str
     args: list[Arg]  # the whole per-job block of workflow.lua
+    parents: tuple[str, ...] = ()  # its parents' refs ("<queue>|<id>")
+
+    @property
+    def ref(self) -> str:
+        return f"{self.queue}|{self.id}"
 
 
 def order_steps(steps: Sequence[Step]) -> list[Step]:
@@ -246,7 +258,7 @@ def node_args(
     for ref, policy, parent_step in parents:
         block += [ref, policy, parent_step]
     block += [a[6], *pairs]
-    return Node(prepared.queue, prepared.id, step, block)
+    return Node(prepared.queue, prepared.id, step, block, tuple(ref for ref, _, _ in parents))
 
 
 def plan(client: "Client", steps: Iterable[Step]) -> list[Node]:
@@ -300,3 +312,125 @@ def decode_view(workflow_id: str, record: dict[str, str], states: Sequence[str |
 def members(record: Mapping[str, str]) -> list[tuple[str, str]]:
     """(queue, job id) of each step in a workflow's record."""
     return [tuple(v.split("|", 1)) for f, v in record.items() if f.startswith("step:")]  # type: ignore[misc]
+
+
+# --- Redis Cluster: a workflow spanning slots (docs/architecture.md, "Crossing slots") -----------------------------
+# Each step below is one script in one slot; what a crash between two of them leaves is finished or undone by
+# maintenance (`recover_creations`, `relay`), so each step is idempotent.
+CREATION_DEADLINE_MS = 30_000  # a creation not done by then is the maintenance leader's to roll back or finish
+RELAY_GRACE_MS = 5_000  # an applied message is applied once more after this (its child's primary may have died
+# before its replica had the first), then dropped
+RELAY_BATCH = 500
+
+
+def create_in_parts(
+    client: "Client", workflow_id: str, name: str, keep_ms: int, nodes: Sequence[Node]
+) -> list[str] | dict[str, str] | None:
+    """Create a workflow whose jobs span slots: the record (marked `creating`) in the home queue's slot, each
+    queue's part with its roots held, the record committed, the roots released, the mark dropped. Nothing runs
+    before every part is in. Returns each job's state; None: a workflow of this id exists already (nothing
+    written); or, for a repeated call while the first one's creation is not done (it died, or lost its
+    connection), the job ids by step it recorded: plan again with them and call again, which finishes it.
+    InvalidWorkflow: refused, and whatever was placed is taken out again."""
+    store, home = client.store, nodes[0].queue
+    steps: list[Arg] = [x for n in nodes for x in (n.step, n.ref)]
+    begun = store.workflow_parts("begin", home, workflow_id, name, home, keep_ms, CREATION_DEADLINE_MS, *steps)
+    if begun == "exists":
+        return None
+    if begun != "begun":
+        recorded = dict(zip(begun[1::2], begun[2::2], strict=True))
+        if recorded != {n.step: n.ref for n in nodes}:
+            return {step: ref.partition("|")[2] for step, ref in recorded.items()}
+    parts = _parts(nodes)
+    queue_of = {n.ref: n.queue for n in nodes}
+    for queue, part in parts.items():
+        links = [(p.partition("|")[2], n.ref) for n in nodes if n.queue != queue for p in n.parents
+                 if queue_of[p] == queue]  # fmt: skip
+        call = store.workflow_part_call(
+            queue, workflow_id, home=home, count=len(part), blocks=[a for n in part for a in n.args],
+            remote_parents=sorted({p for n in part for p in n.parents if queue_of[p] != queue}), remote_links=links,
+        )  # fmt: skip
+        try:
+            reply = store.run(call)
+        except redis.exceptions.OutOfMemoryError:  # workflow.lua has no allow-oom: this part wrote nothing
+            roll_back(store, home, workflow_id, parts)
+            raise
+        if reply[0] == "taken":
+            roll_back(store, home, workflow_id, parts)
+            raise InvalidWorkflow(
+                f"job id {reply[1]} is taken by another job", next(n.step for n in nodes if n.id == reply[1])
+            )
+    if store.workflow_parts("commit", home, workflow_id) != "open":  # too slow: maintenance is rolling it back
+        roll_back(store, home, workflow_id, parts)
+        raise InvalidWorkflow("the workflow's creation was rolled back (it took longer than its deadline); try again")
+    opened = _open(store, home, workflow_id, parts)
+    return [opened.get(n.id) or JobState.WAITING.value for n in nodes]
+
+
+def _parts(nodes: Iterable[Node]) -> dict[str, list[Node]]:
+    parts: dict[str, list[Node]] = {}
+    for n in nodes:
+        parts.setdefault(n.queue, []).append(n)
+    return parts
+
+
+def _open(store: "Store", home: str, workflow_id: str, parts: Mapping[str, Sequence[Node]]) -> dict[str, str]:
+    """The held roots of every part released; their states by id."""
+    states: dict[str, str] = {}
+    for queue, part in parts.items():
+        roots = [n.id for n in part if not n.parents]
+        states.update(zip(roots, store.workflow_parts("open", queue, workflow_id, *roots), strict=True))
+    store.workflow_parts("done", home, workflow_id)
+    return states
+
+
+def roll_back(store: "Store", home: str, workflow_id: str, parts: Mapping[str, Sequence[Node]]) -> bool:
+    """Take a creation not yet open back out (its record marked aborting first, so that a late creator cannot
+    open it); False when it is open already (then it is finished instead)."""
+    if store.workflow_parts("abort", home, workflow_id) == "open":
+        _open(store, home, workflow_id, parts)
+        return False
+    for queue, part in parts.items():
+        store.workflow_parts("unplace", queue, workflow_id, *[n.id for n in part])
+    store.workflow_parts("done", home, workflow_id)
+    return True
+
+
+def recover_creations(store: "Store", queries: "Queries", home: str) -> int:
+    """The maintenance leader's pass over the creations homed in this queue that are past their deadline: rolled
+    back while placing, finished once open. Every step is idempotent, so two of these at once do no harm."""
+    done = 0
+    for workflow_id in store.creations_due(home):
+        refs = queries.workflows.members(workflow_id, home)
+        parts: dict[str, list[Node]] = {}
+        for queue, job_id in refs:  # the held ones are the roots: `open` picks them, `unplace` takes every one
+            parts.setdefault(queue, []).append(Node(queue, job_id, "", []))
+        rolled = roll_back(store, home, workflow_id, parts)
+        log.warning("workflow %s: creation %s by maintenance", workflow_id, "rolled back" if rolled else "finished")
+        done += 1
+    return done
+
+
+def relay(store: "Store", queue: str, *, ahead_ms: int = 0) -> int:
+    """Move the due messages of this queue's outbox (parents here, children in other slots) to their children:
+    applied in each child's slot, then acknowledged here. A child's node that fails is tried again next time.
+    Returns the number acknowledged."""
+    total = 0
+    while True:
+        reply = store.run(store.relay_call("due", queue, ahead_ms, RELAY_BATCH))
+        by_queue: dict[str, list[str]] = {}
+        for field_name, message in zip(reply[::2], reply[1::2], strict=True):
+            by_queue.setdefault(field_name.partition("|")[0], []).extend((field_name, message))
+        acked: list[Arg] = []
+        for child_queue, items in by_queue.items():
+            try:
+                store.run(store.relay_call("apply", child_queue, *items))
+            except redis.RedisError as exc:  # that node is down or failing over: the next pass applies them
+                log.warning("workflow outbox of %s: applying to %s failed (%s); retried", queue, child_queue, exc)
+                continue
+            acked += items
+        if acked:
+            store.run(store.relay_call("ack", queue, RELAY_GRACE_MS, *acked))
+        total += len(acked) // 2
+        if len(reply) < 2 * RELAY_BATCH or not acked:
+            return total

@@ -1,13 +1,14 @@
 """The database mirror and the console on a Redis Cluster (3 primaries on loopback): the mirror reads every node's
 event streams and applies them, the console's queue list and counts cover every node, and so does health."""
 
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from jobconsole import service_health
-from jobconsole.core import keys
+from jobconsole.core import JobSpec, keys
 from jobconsole.core.connection import connect
 from jobconsole.core.keys import queue_keys
 from jobconsole.models import Job, MirrorCursor
@@ -94,3 +95,31 @@ def test_health_probes_writes_on_the_shard_of_its_key_and_reads_every_node(clust
         )
     finally:
         shard.config_set("maxmemory", 0)
+
+
+def test_the_mirror_follows_a_workflow_across_nodes(cluster, client, mirror, r):
+    """A workflow spanning slots (created in steps, its links relayed through outboxes): one Workflow row, its jobs
+    and links in the database, whichever node each is on."""
+    from jobconsole.core.compose import chain
+    from jobconsole.core.maintenance import Maintenance
+    from jobconsole.models import JobLink, Workflow
+
+    queues = spread(cluster, per_node=1, prefix="wf")
+    made = client.enqueue_workflow(chain(*(JobSpec(task="examples.echo", queue=q) for q in queues), pass_results=None))
+    ids = [made.job_ids_by_step[f"chain.{i}"] for i in range(3)]
+    mirror.drain()
+    wf = Workflow.objects.get(id=made.workflow_id)
+    assert (wf.size, wf.counts) == (3, {"queued": 1, "waiting": 2})
+    assert {(ln.parent_id, ln.child_id) for ln in JobLink.objects.filter(workflow_id=made.workflow_id)} == {
+        (ids[0], ids[1]), (ids[1], ids[2])
+    }  # fmt: skip
+    maintenance = Maintenance(r)
+    for _ in range(3):  # each step in another slot: released by the maintenance pass after its parent's end
+        run_worker(r, queues)
+        time.sleep(0.25)  # a message to another slot is due 200 ms after it was written
+        maintenance.step()
+    run_worker(r, queues)
+    mirror.drain()
+    wf.refresh_from_db()
+    assert (wf.state, wf.counts) == ("completed", {"completed": 3})
+    assert_db_matches_redis(r)

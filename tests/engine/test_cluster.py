@@ -259,16 +259,17 @@ def test_runworker_serves_queues_on_every_node_without_polling(
     assert idle_share < 0.05, f"idle worker used {idle_share:.1%} of a core"
 
 
-def test_a_workflow_in_one_queue_runs_on_a_cluster_and_one_across_queues_is_refused(
+def test_a_workflow_in_one_queue_runs_on_a_cluster_and_depends_on_across_queues_is_refused(
     rc: "redis.Redis", registry: TaskRegistry
 ) -> None:
     from jobconsole.core.compose import chord
-    from jobconsole.core.workflows import InvalidWorkflow, Step
+    from jobconsole.core.workflows import InvalidWorkflow
 
     client = Client(rc, registry)
+    parent = client.enqueue("t.ok", {"x": 0}, queue="other")
     before = rc.dbsize()
-    with pytest.raises(InvalidWorkflow, match="share one"):
-        client.enqueue_workflow([Step("a", JobSpec(task="t.ok")), Step("b", JobSpec(task="t.ok", queue="other"))])
+    with pytest.raises(InvalidWorkflow, match="share one"):  # a workflow across queues: test_cluster_workflows.py
+        client.enqueue("t.ok", {"x": 1}, depends_on=[parent])
     assert rc.dbsize() == before
     flow = chord([JobSpec(task="t.ok", params={"x": i}) for i in range(20)], JobSpec(task="t.ok"), pass_results=None)
     made = client.enqueue_workflow(flow)

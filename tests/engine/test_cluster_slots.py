@@ -89,6 +89,11 @@ def every_call(store: Recorder) -> list[Call[Any]]:
         lambda: store.workflow_call(q, "wf", name="n", keep_ms=1, count=0, blocks=[]),
         lambda: store.workflow_cancel(q, "wf", ttl_ms=1),
         lambda: store.workflow_restore_call(q, "wf", ["n", q, 0, 0, "", 0, 0, 0, 0]),
+        lambda: store.workflow_cancel(q, "wf", ttl_ms=1, mode="part", job_ids=["id"]),
+        lambda: store.workflow_part_call(q, "wf", home="other", count=0, blocks=[], remote_parents=["other|p"],
+                                         remote_links=[("id", "other|c")]),
+        *(lambda op=op: store.workflow_parts(op, q, "wf") for op in ("begin", "commit", "open", "unplace")),
+        *(lambda op=op: store.relay_call(op, q) for op in ("due", "apply", "ack")),
     ]  # fmt: skip
     for make in makers:
         _record(store, make)

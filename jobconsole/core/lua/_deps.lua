@@ -12,10 +12,20 @@
 -- cancel, recover, release's drop, delete, replace's cancel, a workflow's cancel) releases its dependents in the
 -- same call: nothing can end between a parent's end and its dependents' release, and a repeated end (a stale
 -- token is refused before; an edge already ended answers 0 to HSETNX) releases nothing twice.
--- Keys of another queue are built from KEY_ROOT: one Redis runs them atomically; on a Cluster, client.py
--- refuses a workflow whose jobs span queues (slots), so these keys stay in the calling script's slot.
+-- Keys of another queue are built from KEY_ROOT: one Redis runs them atomically. On a Cluster a workflow
+-- spanning queues (slots) is placed per queue (workflow_parts.lua), and a child in another queue is stored in its
+-- parent's `children` as ">" .. ref: what reaches it goes through the parent queue's outbox instead, applied in
+-- the child's slot by deps_relay.lua (docs/architecture.md, "Crossing slots"):
+--   <queue>:deps_out    HASH "<child ref> <parent ref>" -> "<ended|revive>|<state>|<seq>|<result>": the latest
+--                       message per edge (a newer one replaces it; seq from the queue's `seq`)
+--   <queue>:deps_due    ZSET the same fields -> ms when the relayer takes them (again)
+--   <queue>:deps_acked  SET fields applied once; applied a second time after a grace, then dropped
+--   <job>:relayed       HASH parent ref -> the seq last applied to this child: an older message is refused
 local DEP_ENDED = {[COMPLETED] = true, [DEAD] = true, [FAILED] = true, [CANCELLED] = true, [DROPPED] = true}
-local DEP_AUX = {':deps', ':ended', ':results', ':children'}
+local DEP_AUX = {':deps', ':ended', ':results', ':children', ':relayed'}
+-- How long a message to another slot waits before the relayer may take it: by then the parent's end that wrote
+-- it is on the parent primary's replica, so a failover that loses that end cannot have released the child.
+local dep_due_ms = 200
 
 local function dep_base(queue)
   return KEY_ROOT .. '{q:' .. queue .. '}:'
@@ -167,6 +177,17 @@ local function dep_edge_ended(child_key, child_ref, parent_ref, state, result, n
   return false
 end
 
+-- A message from a parent to its child in another slot (Cluster only): the latest per edge, in the parent
+-- queue's outbox, relayed by deps_relay.lua; `seq` orders them, so an older one read late is refused there.
+local function dep_outbox(parent_ref, child_ref, kind, state, result, now)
+  local base = dep_base(string.match(parent_ref, '^([^|]+)|'))
+  local field = child_ref .. ' ' .. parent_ref
+  local seq = redis.call('INCR', base .. 'seq')
+  redis.call('HSET', base .. 'deps_out', field, kind .. '|' .. state .. '|' .. seq .. '|' .. result)
+  redis.call('ZADD', base .. 'deps_due', now + dep_due_ms, field)
+  redis.call('SREM', base .. 'deps_acked', field)
+end
+
 -- A job ended (completed, dead, failed, cancelled, dropped, deleted): release its dependents, transitively for
 -- the ones its failure cancels. Call it only for a job whose hash says kids = '1'.
 local function deps_ended(job_key, queue, job_id, state, result, now, maxlen)
@@ -176,9 +197,13 @@ local function deps_ended(job_key, queue, job_id, state, result, now, maxlen)
     local item = work[w]
     w = w + 1
     for _, child_ref in ipairs(redis.call('SMEMBERS', item[1] .. ':children')) do
-      local child_key = dep_job(child_ref)
-      if dep_edge_ended(child_key, child_ref, item[2], item[3], item[4], now, maxlen) then
-        work[#work + 1] = {child_key, child_ref, CANCELLED, 'null'}
+      if string.byte(child_ref) == 62 then  -- '>': in another slot
+        dep_outbox(item[2], string.sub(child_ref, 2), 'ended', item[3], item[4], now)
+      else
+        local child_key = dep_job(child_ref)
+        if dep_edge_ended(child_key, child_ref, item[2], item[3], item[4], now, maxlen) then
+          work[#work + 1] = {child_key, child_ref, CANCELLED, 'null'}
+        end
       end
     end
   end
@@ -194,6 +219,30 @@ local function lose_job_with_deps(k, prefix, maxlen, ttl, job_id, now, message)
   return done
 end
 
+-- The edge from a parent that runs again to one dependent is open again; true when that brought the dependent
+-- back from cancelled to waiting (its own dependents are then told in turn).
+local function dep_edge_revived(child_key, child_ref, parent_ref, now, maxlen)
+  if redis.call('HDEL', child_key .. ':ended', parent_ref) == 0 then return false end
+  local index = string.match(redis.call('HGET', child_key .. ':deps', parent_ref) or '', '^[^|]*|([^|]*)|')
+  if index then redis.call('HDEL', child_key .. ':results', index) end
+  local h = redis.call('HMGET', child_key, 'state', 'cancelled_by')
+  if h[1] ~= CANCELLED or h[2] ~= parent_ref then return false end
+  local other = dep_blocker(child_key)
+  if other then
+    redis.call('HSET', child_key, 'cancelled_by', other)
+    return false
+  end
+  local _, cq, cid = dep_job(child_ref)
+  local base = dep_base(cq)
+  redis.call('ZREM', base .. 'cancelled', cid)
+  redis.call('ZADD', base .. 'waiting', now, cid)
+  dep_persist(child_key)
+  redis.call('HSET', child_key, 'state', WAITING, 'finished_at', '')
+  redis.call('HDEL', child_key, 'cancelled_by')
+  emit(base .. 'events', maxlen, cid, 'waiting', WAITING, {'from', CANCELLED, 'by', parent_ref})
+  return true
+end
+
 -- A job that had ended other than completed runs again (requeue, resubmit, edit-and-resubmit): its dependents
 -- wait for it again, and the ones its failure had cancelled go back to waiting (transitively), unless another
 -- failed parent still holds them cancelled. Dependents that already ran keep what they saw.
@@ -204,26 +253,11 @@ local function deps_revive(job_key, queue, job_id, now, maxlen)
     local parent_key, parent_ref = work[w][1], work[w][2]
     w = w + 1
     for _, child_ref in ipairs(redis.call('SMEMBERS', parent_key .. ':children')) do
-      local child_key, cq, cid = dep_job(child_ref)
-      if redis.call('HDEL', child_key .. ':ended', parent_ref) == 1 then
-        local index = string.match(redis.call('HGET', child_key .. ':deps', parent_ref) or '', '^[^|]*|([^|]*)|')
-        if index then redis.call('HDEL', child_key .. ':results', index) end
-        local h = redis.call('HMGET', child_key, 'state', 'cancelled_by')
-        if h[1] == CANCELLED and h[2] == parent_ref then
-          local other = dep_blocker(child_key)
-          if other then
-            redis.call('HSET', child_key, 'cancelled_by', other)
-          else
-            local base = dep_base(cq)
-            redis.call('ZREM', base .. 'cancelled', cid)
-            redis.call('ZADD', base .. 'waiting', now, cid)
-            dep_persist(child_key)
-            redis.call('HSET', child_key, 'state', WAITING, 'finished_at', '')
-            redis.call('HDEL', child_key, 'cancelled_by')
-            emit(base .. 'events', maxlen, cid, 'waiting', WAITING, {'from', CANCELLED, 'by', parent_ref})
-            work[#work + 1] = {child_key, child_ref}
-          end
-        end
+      if string.byte(child_ref) == 62 then  -- '>': in another slot
+        dep_outbox(parent_ref, string.sub(child_ref, 2), 'revive', '', '', now)
+      else
+        local child_key = dep_job(child_ref)
+        if dep_edge_revived(child_key, child_ref, parent_ref, now, maxlen) then work[#work + 1] = {child_key, child_ref} end
       end
     end
   end
@@ -236,4 +270,30 @@ local function deps_back(job_key, queue, job_id, from_state, now, maxlen)
   if h[2] then dep_splice(job_key) end
   if h[1] == '1' and from_state ~= COMPLETED then deps_revive(job_key, queue, job_id, now, maxlen) end
   if h[1] == '1' or h[2] then dep_persist(job_key) end
+end
+
+-- A message from another slot's outbox applied here, in the child's slot (deps_relay.lua): as the parent's own
+-- script would have done it on one Redis. Each edge's HSETNX/HDEL makes a repeat harmless; `relayed` refuses a
+-- message older than one applied already (a relayer that read it before the parent ran again). False: refused.
+local function deps_apply(child_ref, parent_ref, message, now, maxlen)
+  local kind, state, seq, result = string.match(message, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local child_key, cq, cid = dep_job(child_ref)
+  if redis.call('EXISTS', child_key) == 0 then return true end  -- deleted, or gone by retention
+  local last = tonumber(redis.call('HGET', child_key .. ':relayed', parent_ref) or '')
+  seq = tonumber(seq)
+  if last and last > seq then return false end
+  redis.call('HSET', child_key .. ':relayed', parent_ref, seq)
+  if kind == 'ended' then
+    -- A newer end of an edge that ended before: the parent ran again, and its revive was replaced in the outbox
+    -- before it was relayed (one message per edge): revive it first, as the parent's own scripts did.
+    if last and last < seq and redis.call('HEXISTS', child_key .. ':ended', parent_ref) == 1 then
+      if dep_edge_revived(child_key, child_ref, parent_ref, now, maxlen) then deps_revive(child_key, cq, cid, now, maxlen) end
+    end
+    if dep_edge_ended(child_key, child_ref, parent_ref, state, result, now, maxlen) then
+      deps_ended(child_key, cq, cid, CANCELLED, 'null', now, maxlen)
+    end
+  elseif dep_edge_revived(child_key, child_ref, parent_ref, now, maxlen) then
+    deps_revive(child_key, cq, cid, now, maxlen)
+  end
+  return true
 end

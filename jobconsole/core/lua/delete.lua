@@ -19,6 +19,6 @@ if f[2] == '1' and not IS_TERMINAL[state] then
   deps_ended(job_key, dep_queue(prefix), job_id, 'deleted', 'null', now_ms(), maxlen)
 end
 redis.call('DEL', job_key, job_key .. ':attempts', job_key .. ':deps', job_key .. ':ended', job_key .. ':results',
-           job_key .. ':children')
+           job_key .. ':children', job_key .. ':relayed')
 emit(KEYS[2], maxlen, job_id, 'deleted', 'deleted', {'from', state})
 return 'deleted'

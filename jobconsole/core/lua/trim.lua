@@ -10,7 +10,7 @@ for _, job_id in ipairs(old) do
   redis.call('ZREM', KEYS[1], job_id)
   local job_key = prefix .. job_id
   redis.call('DEL', job_key, job_key .. ':attempts', job_key .. ':deps', job_key .. ':ended', job_key .. ':results',
-             job_key .. ':children')  -- a workflow member's edges (lua/_deps.lua) go with it
+             job_key .. ':children', job_key .. ':relayed')  -- a workflow member's edges (lua/_deps.lua) go with it
   emit(KEYS[2], maxlen, job_id, 'expired', 'expired')
 end
 return #old

@@ -5,6 +5,10 @@
 -- USES: deps
 -- ARGV[1] workflow id ('' = none: a depends_on enqueue)  ARGV[2] name  ARGV[3] events maxlen
 -- ARGV[4] home queue (where the record lives)  ARGV[5] keep ms (the record's expiry)  ARGV[6] number of jobs
+-- ARGV[7] '' (the whole workflow, one Redis or one slot) or 'part' (Cluster: this queue's part of a workflow that
+--   spans slots, workflow_parts.lua: no record; the roots are held waiting until the workflow opens; parents in
+--   other queues are its members, named after the jobs: their number and refs, then the number and
+--   (parent id here, child ref there) pairs of the links from this queue's jobs to other queues)
 -- then per job, parents before their dependents: queue, id, task, priority, delay_ms ('' none), run_at_ms
 --   ('' none), step name, pass ('' | 'dict' | 'one' | 'list'), splice_at ('' none), when ('' | 'failure'),
 --   number of parents, then per
@@ -15,11 +19,12 @@
 -- ('waiting') until its parents end; a parent outside that already ended counts at once. A dependent's
 -- delay counts from its release.
 -- Returns {'created', state per job...}, {'exists'} (the workflow id is known: a repeated call), or
--- {'taken', id} / {'missing', parent ref, job id}.
+-- {'taken', id} / {'missing', parent ref, job id}; a part placed already answers {'placed'}.
 local wf_id, name, maxlen, home, keep, n = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-if wf_id ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-local jobs, mine = {}, {}
-local i = 7
+local part = ARGV[7] == 'part'
+if wf_id ~= '' and not part and redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+local jobs, mine, remote = {}, {}, {}
+local i = 8
 for _ = 1, n do
   local j = {queue = ARGV[i], id = ARGV[i + 1], task = ARGV[i + 2], priority = ARGV[i + 3], delay = ARGV[i + 4],
              run_at = ARGV[i + 5], step = ARGV[i + 6], pass = ARGV[i + 7], splice = ARGV[i + 8], when = ARGV[i + 9],
@@ -38,6 +43,15 @@ for _ = 1, n do
   jobs[#jobs + 1] = j
   mine[j.ref] = true
 end
+local links_at = i
+if part then
+  if redis.call('HGET', jobs[1].key, 'workflow') == wf_id then return {'placed'} end  -- a repeated call
+  for r = i + 1, i + tonumber(ARGV[i]) do
+    remote[ARGV[r]] = true
+    mine[ARGV[r]] = true
+  end
+  links_at = i + 1 + tonumber(ARGV[i])
+end
 -- Every queue involved drains its intake first: a parent outside may still be an intake entry, and jobs
 -- accepted before these go ahead of them (FIFO).
 do
@@ -51,7 +65,9 @@ do
   end
   for _, j in ipairs(jobs) do
     drain(j.queue)
-    for _, p in ipairs(j.parents) do drain(string.match(p[1], '^([^|]+)|')) end
+    for _, p in ipairs(j.parents) do
+      if not remote[p[1]] then drain(string.match(p[1], '^([^|]+)|')) end
+    end
   end
 end
 -- Checks: one EXISTS per 500 new ids (a taken one is then looked for), every parent outside the workflow.
@@ -84,7 +100,8 @@ for _, j in ipairs(jobs) do
   local state = WAITING
   local run_at = nil
   if j.run_at ~= '' then run_at = tonumber(j.run_at) end
-  if #j.parents == 0 then
+  local held = part and #j.parents == 0  -- a root of a part: released when the workflow opens
+  if #j.parents == 0 and not held then
     if j.delay ~= '' then run_at = now + tonumber(j.delay) end
     state = (run_at and run_at > now) and SCHEDULED or QUEUED
   end
@@ -94,6 +111,10 @@ for _, j in ipairs(jobs) do
   if j.step ~= '' then put('step', j.step) end
   if has_kids[j.ref] then put('kids', '1') end
   if run_at then put('run_at', run_at) end
+  if held then
+    put('held', '1')
+    if j.delay ~= '' then put('release_delay', j.delay) end
+  end
   if #j.parents > 0 then
     put('deps_n', #j.parents)
     if j.delay ~= '' then put('release_delay', j.delay) end
@@ -126,13 +147,15 @@ for _, j in ipairs(jobs) do
         redis.call(unpack(deps))
         deps = {'HSET', j.key .. ':deps'}
       end
-      redis.call('SADD', parent_key .. ':children', j.ref)
-      if not has_kids[p[1]] then
-        redis.call('HSET', parent_key, 'kids', '1')
-        has_kids[p[1]] = true
+      if not remote[p[1]] then  -- a parent in another queue gets its link from its own part
+        redis.call('SADD', parent_key .. ':children', j.ref)
+        if not has_kids[p[1]] then
+          redis.call('HSET', parent_key, 'kids', '1')
+          has_kids[p[1]] = true
+        end
+        local known = state_of[p[1]]
+        if not known or DEP_ENDED[known] then ended[#ended + 1] = p[1] end
       end
-      local known = state_of[p[1]]
-      if not known or DEP_ENDED[known] then ended[#ended + 1] = p[1] end
     end
     if #deps > 2 then redis.call(unpack(deps)) end
     for _, ref in ipairs(ended) do  -- every one recorded, also after one cancelled it (a resubmit undoes that)
@@ -143,6 +166,13 @@ for _, j in ipairs(jobs) do
   end
   state_of[j.ref] = state
   out[#out + 1] = state
+end
+if part then  -- links to children in other queues: what reaches them goes through the outbox (lua/_deps.lua)
+  for r = links_at + 1, links_at + 2 * tonumber(ARGV[links_at]), 2 do
+    local parent_key = dep_base(jobs[1].queue) .. 'job:' .. ARGV[r]
+    redis.call('SADD', parent_key .. ':children', '>' .. ARGV[r + 1])
+    redis.call('HSET', parent_key, 'kids', '1')
+  end
 end
 for queue, jobs_ready in pairs(ready) do
   local base = dep_base(queue)
@@ -165,7 +195,7 @@ for queue in pairs(woken) do
   redis.call('LPUSH', dep_base(queue) .. 'wake', '1')
   redis.call('LTRIM', dep_base(queue) .. 'wake', 0, 999)
 end
-if wf_id ~= '' then
+if wf_id ~= '' and not part then
   redis.call('HSET', KEYS[1], 'id', wf_id, 'name', name, 'queue', home, 'created_at', now, 'size', n)
   local record = {'HSET', KEYS[1]}
   for k, j in ipairs(jobs) do  -- in slices: unpack has a limit

@@ -4,13 +4,28 @@
 -- of the cancelled members (lua/_deps.lua). Repeating it changes nothing more.
 -- KEYS: wf_record
 -- USES: deps
--- ARGV[1] events maxlen  ARGV[2] finished-job ttl ms
+-- ARGV[1] events maxlen  ARGV[2] finished-job ttl ms  ARGV[3] '' (the whole workflow, in one slot), or on a
+-- Cluster for a workflow spanning slots: 'mark' (only the record's cancelled_at, in the home queue's slot), then
+-- 'part' with ARGV[4...] the ids of its members in one queue (KEYS: that queue's record key, never written; a
+-- message to another slot then waits 5 s for the maintenance relayer, so that the canceller, which relays them
+-- once every part is cancelled, does not release a `run` dependent a later part is about to cancel).
 -- Returns {cancelled, asked to stop}, or {-1, 0} when the workflow is unknown.
-local maxlen, ttl = ARGV[1], ARGV[2]
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local maxlen, ttl, mode = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
-redis.call('HSETNX', KEYS[1], 'cancelled_at', now)
-local record = redis.call('HGETALL', KEYS[1])
+local record = {}
+if mode == 'part' then
+  local base = string.match(KEYS[1], '^(.*)wf:')
+  for a = 4, #ARGV do
+    record[#record + 1] = 'step:'
+    record[#record + 1] = string.match(base, '{q:(.-)}') .. '|' .. ARGV[a]
+  end
+  dep_due_ms = 5000
+else
+  if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+  redis.call('HSETNX', KEYS[1], 'cancelled_at', now)
+  if mode == 'mark' then return {0, 0} end
+  record = redis.call('HGETALL', KEYS[1])
+end
 local ended = {}
 local asked, cancelled = 0, 0
 -- First every member not started ends, so that no member's end releases another one.
