@@ -13,8 +13,10 @@ p90 in µs, the median of the paired differences (this minus baseline), and the 
 
 import argparse
 import hashlib
+import os
 import random
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -37,8 +39,14 @@ RUNTIMES_MS = {
 
 
 def baseline_source(checkout: Path, name: str) -> str:
-    """A script as the other checkout's scripts.py builds it: the shebang, its constants if it has any (read from
-    its own metrics module), _lib.lua, then the body."""
+    """A script as the other checkout's own scripts.py builds it (its prelude, helpers and tables), read in a
+    subprocess that imports that checkout; for an old checkout without `scripts.load`, the shebang, its metrics
+    constants, _lib.lua and the body, as it built them then."""
+    build = "import sys; from jobconsole.core import scripts; sys.stdout.write(scripts.load(sys.argv[1]).source)"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    built = subprocess.run([sys.executable, "-c", build, name], cwd=checkout, env=env, capture_output=True, text=True)
+    if built.returncode == 0:
+        return built.stdout
     lua = checkout / "jobconsole" / "core" / "lua"
     shebang, _, body = (lua / f"{name}.lua").read_text().partition("\n")
     constants = ""
