@@ -130,6 +130,9 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the children and keep them up until a stop signal, or until every worker stopped by itself."""
+        if threading.active_count() > 1:  # a fork copies only the forking thread: the others' state would be lost
+            names = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+            log.warning("supervisor pid=%d forks beside running threads %s", os.getpid(), names)
         os.set_blocking(self._wake_write, False)
         signal.set_wakeup_fd(self._wake_write)  # a signal (SIGCHLD too) ends the wait of the loop below
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -116,6 +116,8 @@ class Command(BaseCommand):
             processes = parse_processes(options["processes"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if options["concurrency"] is not None and options["concurrency"] < 1:  # else each process would fail alone
+            raise CommandError("--concurrency must be at least 1")
         config = get_config()
         ensure_handler(config["LOG_LEVEL"])  # a project without LOGGING still sees starts and failures
         queues, weights = parse_queues(options["queues"])
