@@ -4,11 +4,13 @@
     .venv/bin/python bench/drain_processes.py --setups p1,p2 --repeat 3 --jobs 20000
 
 Each run: a private redis-server and a new migrated SQLite database; the mirror made to know the queue first (one
-`runmirror --burst`), so that it follows the jobs as events as a running mirror does; `--jobs` jobs enqueued one
-by one, before any worker starts (a backlog to drain); then the setup's commands. Each job has one dict parameter
-of about 130 bytes (`{"i": <int>, "pad": <100 characters>, "n": <int>}`) and makes one INCR; the clock runs from
-the (jobs/100)-th completion to the last, both stamped by the task, so start-up is left out; over about the same
-span, the CPU time per job of the worker's process tree (the mirror's with it) and of redis-server. The setups:
+`runmirror --burst`), so that it follows the jobs as events as a running mirror does; the setup's commands started
+on the queue paused; `--jobs` jobs enqueued one by one; once the mirror has them all (a mirror, in a process or a
+thread, follows the enqueues in every setup alike), the queue resumed: a backlog to drain. Each job has one dict
+parameter of about 130 bytes (`{"i": <int>, "pad": <100 characters>, "n": <int>}`) and makes one INCR; the clock
+runs from the (jobs/100)-th completion to the last, both stamped by the task, so start-up is left out; over about
+the same span, the CPU time per job of the worker's process tree (the mirror's with it) and of redis-server. The
+setups:
 
 - p1, p2: `runworker --processes 1|2 --no-mirror` (the engine alone: how the processes scale);
 - lone: `runworker` as a user types it (its supervisor runs the mirror in a process of its own);
@@ -16,8 +18,8 @@ span, the CPU time per job of the worker's process tree (the mirror's with it) a
 - thread: the mirror in a thread of the worker, as a lone runworker ran it before `--processes` (a one-off
   runworker, `--max-tasks`, still does).
 
-With a mirror, a run also waits for the database to hold every job completed (`mirror_settled_s`: after the last
-job's end) and reports the mirror's lag per job (p50, p99). Setups take turns, so the ratio of two is taken in the
+With a mirror, a run also waits for the database to hold every job completed and reports the mirror's lag per job
+(p50, p99). Setups take turns, so the ratio of two is taken in the
 same moments; `uptime` is printed at the start and the end.
 """
 
@@ -39,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from jobconsole.core import task  # noqa: E402 - the workers import this module for its task
+from jobconsole.core import Client, task  # noqa: E402 - the workers import this module for its task
+from jobconsole.core.connection import connect  # noqa: E402
 
 QUEUE = "bench"
 COUNT_KEY, MARK_KEY, LAST_KEY = "bench:done", "bench:t_mark", "bench:t_last"
@@ -50,6 +53,7 @@ SETUPS: dict[str, tuple[list[str], bool]] = {  # runworker's arguments; a runmir
     "pair": (["--no-mirror"], True),
     "thread": (["--max-tasks", "1000000000"], False),  # a one-off runworker keeps the mirror in a thread: the old way
 }
+MIRRORED = ("lone", "pair", "thread")
 _redis: dict[int, "redis.Redis"] = {}  # one connection per worker process
 
 
@@ -142,19 +146,32 @@ def run_once(setup: str, jobs: int, work: Path) -> dict[str, float]:
             "pad = 'x' * 100\nfor i in range(int(sys.argv[1])): c.enqueue('bench.drain', {'i': i, 'pad': pad, 'n': i})"
         )
         subprocess.run(manage("runmirror", "--burst"), env=env, check=True, stdout=subprocess.DEVNULL)
+        # Every process starts before the first enqueue, on a paused queue: the mirror (a process or a thread)
+        # follows the enqueues as it does in production, and the workers drain a backlog once it is resumed.
+        engine = Client(connect(env["REDIS_URL"]))
+        engine.pause(QUEUE)
         log = (work / "log").open("wb")
-        if with_runmirror:  # following the queue before the first enqueue, as in production
+        if with_runmirror:
             procs.append(subprocess.Popen(manage("runmirror"), env=env, stdout=log, stderr=subprocess.STDOUT))
-        subprocess.run(
-            [sys.executable, "-c", "import django; django.setup()\n" + enqueue, str(jobs)],
-            env=env, check=True, cwd=ROOT / "bench",
-        )  # fmt: skip
-        started = time.monotonic()
         procs.append(
             subprocess.Popen(
                 manage("runworker", "--queues", QUEUE, *worker_args), env=env, stdout=log, stderr=subprocess.STDOUT
             )
         )
+        processes = 2 if "2" in worker_args else 1
+        started = time.monotonic()
+        while len([w for w in engine.queries.workers.all() if w.queues == [QUEUE]]) < processes:
+            if time.monotonic() - started > 120 or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"{setup}: the workers did not start; see {work / 'log'}")
+            time.sleep(0.1)
+        subprocess.run(
+            [sys.executable, "-c", "import django; django.setup()\n" + enqueue, str(jobs)],
+            env=env, check=True, cwd=ROOT / "bench",
+        )  # fmt: skip
+        if setup in MIRRORED:
+            mirrored(env, jobs, "queued")  # the mirror has caught up with the enqueues
+        engine.resume(QUEUE)
+        started = time.monotonic()
         measured = [p.pid for p in procs]  # the worker (and mirror) processes, their children with them
         cpu_at_mark: tuple[float, float] | None = None
         while client.get(LAST_KEY) is None:
@@ -170,8 +187,8 @@ def run_once(setup: str, jobs: int, work: Path) -> dict[str, float]:
         if cpu_at_mark is not None:  # µs per job, from about the mark to the end (sampled every 20 ms)
             result["worker_cpu_us"] = (cpu_at_last[0] - cpu_at_mark[0]) / counted * 1e6
             result["redis_cpu_us"] = (cpu_at_last[1] - cpu_at_mark[1]) / counted * 1e6
-        if setup in ("lone", "pair", "thread"):
-            result.update(settle(env, jobs, last))
+        if setup in MIRRORED:
+            result.update(settle(env, jobs))
         return result
     finally:
         for proc in procs:
@@ -185,24 +202,27 @@ def run_once(setup: str, jobs: int, work: Path) -> dict[str, float]:
         server.wait()
 
 
-def settle(env: dict[str, str], jobs: int, last: float) -> dict[str, float]:
-    """Seconds from the last job's end until the database holds every job completed, and the mirror's lag per job
-    (synced_at - finished_at: when it read the final state, after the job's end), p50 and p99 in ms."""
+def mirrored(env: dict[str, str], jobs: int, state: str) -> str:
+    """Wait until the database holds all `jobs` jobs in `state` (at most 120 s); the query's last line."""
     query = (
         "import django, statistics, sys, time; django.setup()\nfrom jobconsole.models import Job\n"
-        "done = Job.objects.filter(queue='bench', state='completed')\n"
+        "rows = Job.objects.filter(queue='bench', state=sys.argv[2])\n"
         "deadline = time.monotonic() + 120\n"
-        "while done.count() < int(sys.argv[1]) and time.monotonic() < deadline: time.sleep(0.02)\n"
+        "while rows.count() < int(sys.argv[1]) and time.monotonic() < deadline: time.sleep(0.02)\n"
         "at = time.time()\n"
-        "lags = [(s - f).total_seconds() * 1000 for f, s in done.values_list('finished_at', 'synced_at')]\n"
-        "q = statistics.quantiles(lags, n=100)\n"
+        "lags = [(s - f).total_seconds() * 1000 for f, s in rows.values_list('finished_at', 'synced_at') if f]\n"
+        "q = statistics.quantiles(lags, n=100) if len(lags) > 1 else [0.0] * 99\n"
         "print(at, q[49], q[98])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", query, str(jobs)], env=env, check=True, capture_output=True, text=True
-    ).stdout
-    at, p50, p99 = (float(v) for v in out.strip().splitlines()[-1].split())
-    return {"mirror_settled_s": max(0.0, at - last), "mirror_lag_p50_ms": p50, "mirror_lag_p99_ms": p99}
+    command = [sys.executable, "-c", query, str(jobs), state]
+    return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+
+
+def settle(env: dict[str, str], jobs: int) -> dict[str, float]:
+    """Once the database holds every job completed: the mirror's lag per job (synced_at - finished_at: when it read
+    the job's final state, after its end), p50 and p99 in ms."""
+    _, p50, p99 = (float(v) for v in mirrored(env, jobs, "completed").split())
+    return {"mirror_lag_p50_ms": p50, "mirror_lag_p99_ms": p99}
 
 
 def main() -> None:
