@@ -16,6 +16,7 @@ import redis
 import tests.tasks  # noqa: F401  (registers the test tasks here, so the client enqueues them with their leases)
 from jobconsole.core import Client, JobState
 from tests.conftest import PROJECT, PYTHON, manage_env
+from tests.live import alive
 from tests.processes.test_worker_processes import Proc, Processes, eventually, history, in_state, procs, wait_for
 from tests.tasks import read_ledger
 
@@ -29,15 +30,6 @@ TASK = "tests.long_lease"  # its queue too: a 5-minute lease, so only the proces
 def child_pids(proc: Proc) -> dict[str, int]:
     """The supervisor's latest pid for each of its processes, from its log."""
     return {label: int(pid) for label, pid in re.findall(r"started (\S+): pid (\d+)", proc.output())}
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for a parent that never reaps it counts as gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] != "Z"
 
 
 def supervisor(procs: Processes, redis_url: str, name: str, *extra: str, queues: str = TASK) -> Proc:
