@@ -1,5 +1,6 @@
 """`make run`: migrate, make an admin account, then run the stack in the foreground with prefixed logs:
-a private redis-server (unless REDIS_URL is set), gunicorn on 127.0.0.1:$PORT (8000), $WORKERS runworkers (1),
+a private redis-server (unless REDIS_URL is set), gunicorn on 127.0.0.1:$PORT (8000), a runworker of $WORKERS (1)
+worker processes (`--processes`, which restarts one that dies itself),
 a runworker of the system queue (bulk operations), the database mirror (`manage.py runmirror`), and with
 DEMO=1 the demo producer (`manage.py demo`, $DEMO_RATE jobs a second).
 
@@ -42,15 +43,12 @@ def worker_count() -> int:
     return int(raw)
 
 
-def worker_service(slot: int) -> Service:
-    host = socket.gethostname()
-
-    def command() -> list[str]:
-        # A fresh id at every start: the console shows the killed one as gone and the new one beside it.
-        name = f"{host}:worker-{slot}:{secrets.token_hex(2)}"
-        return [PYTHON, "manage.py", "runworker", "--name", name, "--no-system-worker", "--no-mirror"]
-
-    return Service(f"worker-{slot}", command, color="34", stop_order=1)
+def worker_service(workers: int) -> Service:
+    """One runworker supervising `workers` worker processes (`--processes`): it starts again one that dies, and
+    each process has an id of its own (`<host>:<pid>:<random>`), so the console shows a killed one gone and the new
+    one beside it."""
+    command = [PYTHON, "manage.py", "runworker", "--processes", str(workers), "--no-system-worker", "--no-mirror"]
+    return Service("worker", lambda: command, color="34", stop_order=1)
 
 
 def mirror_service() -> Service:
@@ -76,7 +74,8 @@ def services(env: dict[str, str], port: str, workers: int, demo: bool) -> list[S
     web = [PYTHON, "-m", "gunicorn", "project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
            "--threads", "4", "--access-logfile", "-", "--no-control-socket"]  # fmt: skip
     out = [Service("web", lambda: web, color="32", stop_order=2)]
-    out += [worker_service(slot) for slot in range(1, workers + 1)]
+    if workers:
+        out.append(worker_service(workers))
     out.append(system_service())
     out.append(mirror_service())
     if demo:

@@ -1,6 +1,8 @@
 """The objects the browser-test fixtures (conftest.py) hand to tests: the live console, its users, worker
 processes, and browser tabs that screenshot every page they load."""
 
+import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -75,7 +77,13 @@ class Proc:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def kill(self) -> None:
-        """SIGKILL, as a crash: its running jobs come back when their leases run out."""
+        """SIGKILL, as a crash: its running jobs come back when their leases run out. A runworker with the mirror
+        is a supervisor of worker processes (management/processes.py): they are killed first, so that none is
+        started again nor stops gracefully when the supervisor is gone."""
+        for pid in re.findall(r"runworker started pid=(\d+) ", self.output()):
+            if int(pid) != self.popen.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         self.popen.kill()
         self.popen.wait(timeout=10)
 

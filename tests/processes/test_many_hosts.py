@@ -79,11 +79,9 @@ def test_three_worker_hosts_and_two_web_servers_share_one_database_and_redis(red
         return procs[-1]
 
     try:
-        workers = {
-            host: start(host, [PYTHON, "manage.py", "runworker", "--queues", "hosts,ticks", "--no-system-worker"],
-                        JOBCONSOLE_HOST_ID=host)
-            for host in HOSTS
-        }  # fmt: skip
+        for host in HOSTS:
+            start(host, [PYTHON, "manage.py", "runworker", "--queues", "hosts,ticks", "--no-system-worker"],
+                  JOBCONSOLE_HOST_ID=host)  # fmt: skip
         ports = [free_port(), free_port()]
         for n, port in enumerate(ports):
             start(f"web{n}", [PYTHON, "-m", "gunicorn", "project.wsgi", "--bind", f"127.0.0.1:{port}", "--workers",
@@ -94,14 +92,16 @@ def test_three_worker_hosts_and_two_web_servers_share_one_database_and_redis(red
             return {w.host: w.id for w in client.queries.workers.all() if w.state == "running"}
 
         ids = wait_until(lambda: (r := registered()).keys() == set(HOSTS) and r, 60, "three hosts", lambda: logs(paths))
-        assert all(ids[host].startswith(f"{host}:{workers[host].pid}:") for host in HOSTS)
+        # Each runworker supervises its worker process and its mirror's (management/processes.py).
+        pids = {host: worker_pid(tmp_path / f"{host}.log") for host in HOSTS}
+        assert all(ids[host].startswith(f"{host}:{pids[host]}:") for host in HOSTS)
 
         # A job whose worker dies: its lease runs out and one maintenance leader, of the two left, recovers it.
         ledger = tmp_path / "ledger"
         job_id = client.enqueue("tests.record", {"ledger": str(ledger), "seconds": 30, "retry_seconds": 0.1},
                                 queue="hosts").id  # fmt: skip
         [(_, _, _, pid)] = wait_until(lambda: read_ledger(ledger), 30, "the job to start", lambda: logs(paths))
-        [killed] = [host for host, proc in workers.items() if proc.pid == int(pid)]
+        [killed] = [host for host in HOSTS if pids[host] == int(pid)]
         os.kill(int(pid), signal.SIGKILL)
         job = wait_until(
             lambda: (j := client.get(job_id)).state is JobState.COMPLETED and j, 30, "the recovered job to complete",
@@ -154,6 +154,11 @@ def test_three_worker_hosts_and_two_web_servers_share_one_database_and_redis(red
         tick_rows, tick_keys = ticks.fetchone()
     assert state == ("completed",) and [o for (o,) in outcomes] == ["worker_lost", "completed"]
     assert tick_rows == tick_keys >= 5
+
+
+def worker_pid(log: Path) -> int:
+    """The worker process's pid, from the line it logs at its start."""
+    return int(re.findall(r"runworker started pid=(\d+) ", log.read_text())[0])
 
 
 def _healthy(base: str) -> bool:
