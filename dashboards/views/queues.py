@@ -20,7 +20,6 @@ from jobconsole.engine import get_client
 from jobconsole.models import Queue
 
 PAGE = 50
-PARTS = ("tiles", "live", "charts")  # the parts of a queue's page that poll: the tiles, the jobs, the charts
 # The states a queue's page lists, in the order an operator reads them (the state table's `place`).
 TABS = CONSOLE_ORDER
 
@@ -44,25 +43,26 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     except ValueError:
         messages.error(request, f"Unknown state {raw_state!r}; showing queued jobs.")
         state = JobState.QUEUED
+    polled = request.GET.get("part") if htmx_asked(request) else None  # a poll reads only its part's figures
+    span, problem = chosen_range(request)
+    context: dict[str, Any] = {"name": name, "state": state.value, "range": span, "ranges": RANGES,
+                               "problem": problem, "waiting_label": STATES[JobState.WAITING].label}  # fmt: skip
+    if polled == "charts":
+        context["figures"] = figures(span, queue=name)
+        return page(request, "dashboards/queue.html", "queues", context, partial="charts")
+    [context["queue"]] = queue_statuses([name], workers=live_workers())
+    if polled == "tiles":
+        return page(request, "dashboards/queue.html", "queues", context, partial="tiles")
     cursor = request.GET.get("cursor") or None
     try:
         jobs = get_client().queries.jobs.page(name, state, cursor=cursor, limit=PAGE)
     except InvalidJob:
         messages.error(request, "That page link is no longer valid; showing the first page.")
         jobs = get_client().queries.jobs.page(name, state, limit=PAGE)
-    [status] = queue_statuses([name], workers=live_workers())
-    span, problem = chosen_range(request)
-    counted = tabs(status)
-    context: dict[str, Any] = {
-        "queue": status, "state": state.value, "tabs": counted, "page": jobs, "range": span, "ranges": RANGES,
-        "in_state": next(n for s, _, n in counted if s == state.value), "problem": problem,
-        "waiting_label": STATES[JobState.WAITING].label,
-    }  # fmt: skip
-    part = request.GET.get("part")
-    if htmx_asked(request) and part in PARTS:  # a poll: the tiles, the jobs or the charts alone
-        if part == "charts":
-            context["figures"] = figures(span, queue=name)
-        return page(request, "dashboards/queue.html", "queues", context, partial=part)
+    counted = tabs(context["queue"])
+    context.update(page=jobs, tabs=counted, in_state=next(n for s, _, n in counted if s == state.value))
+    if polled == "live":
+        return page(request, "dashboards/queue.html", "queues", context, partial="live")
     context["figures"] = figures(span, queue=name)
     return page(request, "dashboards/queue.html", "queues", context)
 

@@ -227,6 +227,7 @@ def test_a_queue_page_draws_the_overviews_charts_for_its_queue_and_polls_in_part
     assert 'id="queue-tiles"' in polls["tiles"] and "chart-depth" not in polls["tiles"]
     assert 'id="queue-live"' in polls["live"] and "chart-depth" not in polls["live"] and "<html" not in polls["live"]
     assert 'id="queue-charts"' in polls["charts"] and "queue-live" not in polls["charts"]
+    assert "queue-tiles" not in polls["live"] + polls["charts"]  # each poll renders (and reads for) its part alone
     counts = {state: jobs for state, _, jobs in page.context["tabs"]}
     assert counts["completed"] == 3 and counts["queued"] == 0
     assert "Unknown range" in browser.get("/queues/examples.echo/", {"range": "year"}).content.decode()
