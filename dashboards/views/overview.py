@@ -95,7 +95,11 @@ def figures(span: str, queue: str | None = None) -> dict[str, dict[str, Any] | N
               "p99": "#c4302b", "queued": "#2f6fde", "scheduled": "#a86400", "running": "#5a48c8"}  # fmt: skip
     return {
         "depth": charts.time_series(
-            lines, y_title="jobs" if queue else "queued jobs", markers=markers, colors=colors, x_range=(since, now)
+            lines,
+            y_title="jobs" if queue else "queued jobs",
+            markers=markers,
+            x_range=(since, now),
+            colors=colors if queue else None,  # the overview's lines are queues: the palette's colours in turn
         ),
         "throughput": charts.time_series(
             throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
