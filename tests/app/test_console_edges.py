@@ -14,6 +14,7 @@ from dashboards.dead_letters import GROUPS, reruns
 from dashboards.task_options import describe
 from dashboards.views.audit import selection_phrases
 from jobconsole import actions
+from jobconsole.bulk.selection import parse_selection
 from jobconsole.core import task
 from jobconsole.core.tasks import Task
 from jobconsole.models import AuditLog, DeadLetter, Job
@@ -145,6 +146,8 @@ def test_dead_letters_show_their_total_and_page_older_and_newer(
     assert [d.pk for d in back.context["letters"]] == newest_first[4:8] and f"5{TO}8 of 10" in back.content.decode()
     top = browser.get("/dead/", {"newer": back.context["listed"].newer})  # fewer than a page above: the first page
     assert [d.pk for d in top.context["letters"]] == newest_first[:4] and top.context["listed"].newer is None
+    # A page's paging is no filter: a bulk action from a page down the list still selects what the filter matches.
+    assert parse_selection("deadletter", {"queue": "mail", "newer": "x", "cursor": "y"}).filter == {"queue": ["mail"]}
     stale = browser.get("/dead/", {"newer": "garbage"})
     assert stale.context["bad_cursor"] and [d.pk for d in stale.context["letters"]] == newest_first[:4]
 
