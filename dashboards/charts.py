@@ -107,7 +107,7 @@ def _markers(
     row_ends = [float("-inf")] * LABEL_ROWS  # per row, where (as a share of the axis) its last label ends
     for record in ordered:
         x = _x(record.at)
-        label = f"{record.action} {record.queue}".strip()
+        label = f"{record.action.replace('_', ' ')} {record.queue}".strip()  # "bulk resubmit reports"
         at = (record.at - start).total_seconds() / span
         width = len(label) * LABEL_SHARE_PER_CHAR
         right = at > 0.6  # the label ends at its line instead of starting there

@@ -84,6 +84,12 @@ def duration(value: float | timedelta | None) -> str:
 
 
 @register.filter
+def words(name: object) -> str:
+    """A code name as words: "bulk_resubmit" reads "bulk resubmit"."""
+    return str(name).replace("_", " ")
+
+
+@register.filter
 def count(value: int | float | None) -> str:
     """Thousands separated: 1,234,567."""
     if value is None:

@@ -3,14 +3,13 @@
 import json
 from collections.abc import Iterator
 
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from dashboards import dead_letters
 from dashboards.distinct import distinct_values
+from dashboards.paging import keyset_page
 from dashboards.permissions import view_required
 from dashboards.rendering import page
-from dashboards.views.audit import decode_cursor, encode_cursor
 from jobconsole.csv_cells import csv_lines
 from jobconsole.models import Attempt, DeadLetter
 
@@ -37,18 +36,14 @@ def dead_letter_list(request: HttpRequest) -> HttpResponse:
     samples = _sample_tracebacks([str(g["job_id"]) for g in groups[:10] if g["job_id"]])
     for group in groups:
         group["sample"] = samples.get(str(group["job_id"]))
-    listed = rows
-    if raw := request.GET.get("cursor"):
-        after = decode_cursor(raw)
-        if after is None:
-            context["bad_cursor"] = True
-        else:
-            listed = rows.filter(Q(died_at__lt=after[0]) | Q(died_at=after[0], pk__lt=after[1]))
-    found = list(listed.order_by("-died_at", "-pk")[: PAGE + 1])
-    last = found[PAGE - 1] if len(found) > PAGE else None
+    # The groups counted every row the filters match (from an index); only past the groups' limit count again.
+    total = sum(g["count"] for g in groups) if len(groups) < dead_letters.GROUPS else None
+    listed = keyset_page(rows, "died_at", request.GET, PAGE, total=total)
+    reruns = dead_letters.reruns(listed.rows)
     context.update(
-        letters=found[:PAGE], next_cursor=encode_cursor(last.died_at, last.pk) if last else None, groups=groups
-    )
+        listed=listed, letters=listed.rows, next_cursor=listed.older, groups=groups, bad_cursor=listed.bad_cursor,
+        rows=[(d, reruns.get(d.pk)) for d in listed.rows],
+    )  # fmt: skip
     return page(request, "dashboards/dead_letters.html", "dead", context)
 
 

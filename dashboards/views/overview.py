@@ -65,31 +65,42 @@ def overview(request: HttpRequest) -> HttpResponse:
     return page(request, "dashboards/overview.html", "overview", context, partial="charts")
 
 
-def figures(span: str) -> dict[str, dict[str, Any] | None]:
-    """The four charts of the range: depth, jobs per minute, time in queue, run time."""
+def figures(span: str, queue: str | None = None) -> dict[str, dict[str, Any] | None]:
+    """The four charts of the range: depth, jobs per minute, time in queue, run time; of every queue (depth drawn
+    per queue) or of one (its queued, scheduled and running jobs), with the operator actions on it marked."""
     now = timezone.now()
     since = now - parse_span(span)
-    markers = charts.operator_markers(since)
-    counts_and_latency = series.Series(span)
+    markers = charts.operator_markers(since, queue=queue)
+    counts_and_latency = series.Series(span, queue=queue)
     counts = counts_and_latency.counts()
     latency = counts_and_latency.latency()
-    depth = series.depth(span)
-    # Queues that had jobs waiting in the range, biggest first; when none had, one line for them all at zero.
-    busy = sorted((d for d in depth if max(d.queued, default=0) > 0), key=lambda d: -max(d.queued))
-    lines: dict[str, list[charts.Point]] = {d.queue: d.points("queued") for d in busy[:QUEUE_LINES]}
-    if len(busy) > QUEUE_LINES:
-        lines["other queues"] = _summed([d.points("queued") for d in busy[QUEUE_LINES:]])
-    if not lines and depth:
-        lines["every queue"] = _summed([d.points("queued") for d in depth])
+    depth = series.depth(span, queue=queue)
+    lines: dict[str, list[charts.Point]]
+    if queue is not None:
+        lines = {name: d.points(name) for d in depth for name in ("queued", "scheduled", "running")}
+    else:
+        # Queues that had jobs waiting in the range, biggest first; when none had, one line for them all at zero.
+        busy = sorted((d for d in depth if max(d.queued, default=0) > 0), key=lambda d: -max(d.queued))
+        lines = {d.queue: d.points("queued") for d in busy[:QUEUE_LINES]}
+        if len(busy) > QUEUE_LINES:
+            lines["other queues"] = _summed([d.points("queued") for d in busy[QUEUE_LINES:]])
+        if not lines and depth:
+            lines["every queue"] = _summed([d.points("queued") for d in depth])
     throughput = {
         "completed": counts.points("completed", per_minute=True),
         "failed": counts.points("failed", per_minute=True),
         "dead": counts.points("dead", per_minute=True),
     }
     colors = {"completed": "#1f8a4c", "failed": "#a86400", "dead": "#c4302b", "p50": "#2f6fde", "p95": "#a86400",
-              "p99": "#c4302b"}  # fmt: skip
+              "p99": "#c4302b", "queued": "#2f6fde", "scheduled": "#a86400", "running": "#5a48c8"}  # fmt: skip
     return {
-        "depth": charts.time_series(lines, y_title="queued jobs", markers=markers, x_range=(since, now)),
+        "depth": charts.time_series(
+            lines,
+            y_title="jobs" if queue else "queued jobs",
+            markers=markers,
+            x_range=(since, now),
+            colors=colors if queue else None,  # the overview's lines are queues: the palette's colours in turn
+        ),
         "throughput": charts.time_series(
             throughput, y_title="jobs per minute", markers=markers, colors=colors, x_range=(since, now)
         ),

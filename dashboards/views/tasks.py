@@ -5,7 +5,7 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 
-from dashboards import charts
+from dashboards import charts, task_options
 from dashboards.permissions import view_required
 from dashboards.rendering import page
 from dashboards.views.overview import RANGES, chosen_range
@@ -62,6 +62,7 @@ def task_detail(request: HttpRequest, name: str) -> HttpResponse:
             colors={"p50": "#2f6fde", "p95": "#a86400", "p99": "#c4302b"},
         ),
     }  # fmt: skip
-    context = {"name": name, "summary": summary, "options": registered.get(name, {}), "figures": figures,
-               "range": span, "ranges": RANGES, "problem": problem}  # fmt: skip
+    context = {"name": name, "summary": summary, "options": task_options.describe(registered.get(name, {})),
+               "known_queues": get_client().queries.queues.names(), "figures": figures, "range": span,
+               "ranges": RANGES, "problem": problem}  # fmt: skip
     return page(request, "dashboards/task.html", "tasks", context)

@@ -47,8 +47,8 @@ from jobconsole.moments import to_utc
 
 MAX_IDS = 10_000  # explicit selections come from a page's checkboxes; anything larger is a filter's job
 IGNORED = frozenset({
-    "kind", "id", "ids", "selection", "cursor", "page", "p", "o", "order", "sort", "per_page", "group", "group_by",
-    "view", "format", "range", "tab", "csrfmiddlewaretoken", "_",
+    "kind", "id", "ids", "selection", "cursor", "newer", "page", "p", "o", "order", "sort", "per_page", "group",
+    "group_by", "view", "format", "range", "tab", "csrfmiddlewaretoken", "_",
 })  # fmt: skip
 _FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")  # queue and task names, as the engine accepts them
