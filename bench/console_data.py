@@ -313,6 +313,12 @@ def load(data_dir: Path, env: dict[str, str], jobs: int, dead: int, workers: int
     with steps.step(f"write {AUDIT_RECORDS:,} audit records"):
         _audit_records(AUDIT_RECORDS)
 
+    if connection.vendor == "postgresql":
+        # Fresh rows have neither statistics nor a visibility map: the planner then scans tables whose index-only
+        # scans a deployment gets (dead letters grouped by cause: 220 ms instead of 48).
+        with steps.step("VACUUM ANALYZE (what autovacuum does in a deployment)"), connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+
     counts = {q: client.queries.queues.counts(q) for q in client.queries.queues.names()}
     log(
         "loaded: "

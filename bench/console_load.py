@@ -1,14 +1,23 @@
-"""Console load time in the browser (issue 28): every console page opened by an operator in Debian's chromium,
-cold (a new browser context: empty cache) and warm (a reload in the same context).
+"""Console load time in the browser (issues 28 and 30): every console page opened by an operator in Debian's
+chromium, cold (a new browser context: empty cache) and warm (a reload in the same context).
 
     .venv/bin/python bench/console_load.py                       # start a stack as `make run DEMO=1` does, measure
     .venv/bin/python bench/console_load.py --runs 20 --pages overview,tasks
+    .venv/bin/python bench/console_load.py --data-dir var/bench/console   # at bench/console_pages.py's scale
     .venv/bin/python bench/console_load.py --url http://127.0.0.1:8000 --user admin --password ...   # a running one
 
 The stack: scripts/run_stack.py itself (gunicorn with DEBUG on, collectstatic at start, a worker, the system
 worker, the mirror and the demo producer) on a free port with a fresh var directory; the benchmark waits
 --settle seconds for the demo to give the charts some data, takes the admin password `ensureadmin` prints, and
 stops the stack with SIGINT (Ctrl-C) at the end.
+
+With --data-dir: the data set of bench/console_data.py (1,000,000 waiting jobs, 100,000 dead letters; loaded by
+`bench/console_pages.py --load-only --data-dir DIR [--database-url URL]` first): its Redis started from the RDB
+file, the mirror leader's metric chores run once (as console_pages.py does), gunicorn as run_stack.py starts it
+(DEBUG on) and a live worker of the slow queue; Redis is stopped without saving, so the data set stays as loaded.
+
+Pages: the sidebar's, and the detail pages an operator opens from them (a task, a job, a dead letter's job, a
+queue, a workflow, a bulk operation): the first such link on the list page.
 
 Per page and run: a new context with the logged-in session's cookies opens the page (cold), then reloads it
 (warm). Measured in the page, from the navigation's start: the load event's end, and the moment every chart
@@ -46,6 +55,15 @@ CHROMIUM = "/usr/bin/chromium"
 COLD_LIMIT_MS = 1000.0  # issue 28: any page under 1 s cold on loopback
 WARM_LIMIT_MS = 300.0  # ... and under 300 ms warm
 PASSWORD_LINE = re.compile(r"user: (\S+)\s+password: (\S+)")
+# Detail pages: (name, the sidebar page listing them, the link's pattern); the first such link is measured.
+DETAILS = [
+    ("task detail", "tasks", r"/tasks/[^/?#]+/$"),
+    ("job detail", "jobs", r"/jobs/[^/?#]+/$"),
+    ("dead letter's job", "dead letters", r"/jobs/[^/?#]+/$"),
+    ("queue detail", "queues", r"/queues/[^/?#]+/$"),
+    ("workflow detail", "workflows", r"/workflows/[^/?#]+/$"),
+    ("bulk operation", "bulk operations", r"/bulk/\d+/$"),
+]
 
 # Records in the page when every chart has been drawn (performance.now(): ms since the navigation started).
 CHARTS_OBSERVER = """
@@ -144,6 +162,79 @@ class Stack:
         shutil.rmtree(self.var, ignore_errors=True)  # its database, Redis data and collected static files
 
 
+class DataStack:
+    """gunicorn (as run_stack.py starts it) on the data set of bench/console_data.py in `data_dir`, with a live
+    worker of its slow queue; its Redis started from the RDB file and stopped without saving."""
+
+    def __init__(self, data_dir: Path, database_url: str) -> None:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import console_data
+
+        loaded = console_data.Loaded.read(data_dir)
+        if loaded is None:
+            sys.exit(f"{data_dir} holds no loaded data set: bench/console_pages.py --load-only --data-dir {data_dir}")
+        if loaded.database != console_data.database_label(database_url, data_dir):
+            sys.exit(f"{data_dir} was loaded into {loaded.database}: pass the same --database-url")
+        self.loaded = loaded
+        self.port = free_port()
+        self.redis = console_data.RedisProcess(shutil.which("redis-server") or "/usr/bin/redis-server", data_dir)
+        self.redis.start()
+        self.env = {**console_data.bench_env(data_dir, self.redis.url, database_url), "PYTHONUNBUFFERED": "1"}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.credentials = self._prepare(data_dir)
+        logs = data_dir / "logs"
+        worker = ["runworker", "--queues", console_data.SLOW, "--no-mirror", "--no-maintenance",
+                  "--no-system-worker", "--concurrency", "4"]  # fmt: skip
+        self.procs.append(console_data.manage(worker, self.env, logs / "live-worker.log"))
+        web = [sys.executable, "-m", "gunicorn", "project.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers",
+               "2", "--threads", "4", "--no-control-socket"]  # fmt: skip
+        with open(logs / "web.log", "ab") as out:
+            self.procs.append(subprocess.Popen(web, cwd=ROOT, env={**os.environ, **self.env}, stdout=out, stderr=out))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _prepare(self, data_dir: Path) -> tuple[str, str]:
+        """collectstatic, the metric chores a deployment's mirror leader runs, and an operator account."""
+        script = (
+            "from django.contrib.auth import get_user_model\n"
+            "from jobconsole.metrics import rollup, sampling\n"
+            "rollup.rollup(); sampling.sample()\n"
+            "User = get_user_model()\n"
+            "user = User.objects.filter(username='bench').first() or User.objects.create_superuser('bench')\n"
+            "user.set_password('bench-console-load'); user.save()\n"
+        )
+        for args in (["collectstatic", "--noinput", "-v", "0"], ["shell", "-c", script]):
+            done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **self.env},
+                                  capture_output=True, text=True)  # fmt: skip
+            if done.returncode != 0:
+                self.stop()
+                sys.exit(f"manage.py {args[0]} failed:\n{done.stdout}{done.stderr}")
+        return "bench", "bench-console-load"
+
+    def wait_ready(self, timeout: float = 120) -> tuple[str, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=2).read()
+                return self.credentials
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        sys.exit("gunicorn did not answer in time")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.redis.stop(save=False)
+
+
 # --- measuring ------------------------------------------------------------------------------------------------
 
 
@@ -185,6 +276,15 @@ def log_in(browser: Browser, url: str, user: str, password: str) -> tuple[dict[s
         href = link.get_attribute("href") or ""
         if "/admin/" not in href:
             pages[link.inner_text().strip().lower()] = href
+    for name, listing, pattern in DETAILS:
+        if listing not in pages:
+            continue
+        page.goto(url + pages[listing], wait_until="domcontentloaded")
+        hrefs = page.locator(".content a[href], main a[href]").evaluate_all("(links) => links.map((a) => a.pathname)")
+        if found := next((h for h in hrefs if re.search(pattern, h)), None):
+            pages[name] = found
+        else:
+            log(f"{name}: no link on {listing} ({pages[listing]}): not measured")
     state = context.storage_state()
     context.close()
     return dict(state), pages
@@ -269,6 +369,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10, help="cold and warm loads per page (default 10)")
     parser.add_argument("--pages", default="", help="comma-separated page names as the sidebar has them (all)")
     parser.add_argument("--url", default="", help="a running console (else a stack is started as make run does)")
+    parser.add_argument("--data-dir", default="", help="serve bench/console_data.py's data set loaded there")
+    parser.add_argument("--database-url", default="", help="with --data-dir: the database it was loaded into")
     parser.add_argument("--user", default="")
     parser.add_argument("--password", default="")
     parser.add_argument("--settle", type=float, default=20, help="seconds of demo load before measuring")
@@ -276,10 +378,15 @@ def main() -> int:
     parser.add_argument("--chromium", default=CHROMIUM)
     args = parser.parse_args()
 
-    stack = None
+    stack: Stack | DataStack | None = None
     try:
         if args.url:
             url, user, password = args.url.rstrip("/"), args.user, args.password
+        elif args.data_dir:
+            log(f"serving the data set in {args.data_dir}")
+            stack = DataStack(Path(args.data_dir).resolve(), args.database_url)
+            user, password = stack.wait_ready()
+            url = stack.url
         else:
             log("starting the stack (scripts/run_stack.py, DEMO=1)")
             stack = Stack(args.workers)
@@ -299,12 +406,15 @@ def main() -> int:
                     sys.exit(f"no page {missing}; the sidebar has {sorted(pages)}")
                 pages = {p: pages[p] for p in wanted}
             log(f"pages: {', '.join(pages)}; {args.runs} runs each")
+            load_before = os.getloadavg()[0]
             results = run(browser, url, state, pages, args.runs)
+            load_after = os.getloadavg()[0]
             browser.close()
     finally:
         if stack is not None:
             stack.stop()
 
+    print(f"load average {load_before:.1f} before, {load_after:.1f} after; {platform.node()}, {os.cpu_count()} cores")
     print(table(results))
     over = verdict(results)
     within = f"every page under {COLD_LIMIT_MS:.0f} ms cold, {WARM_LIMIT_MS:.0f} ms warm (p90)"
@@ -313,7 +423,8 @@ def main() -> int:
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     with RESULTS_FILE.open("a") as out:
         for r in results:
-            record = {"at": stamp, "machine": platform.node(), "runs": args.runs, **asdict(r)}
+            record = {"at": stamp, "machine": platform.node(), "runs": args.runs, "data_dir": args.data_dir,
+                      "load_average": [round(load_before, 1), round(load_after, 1)], **asdict(r)}  # fmt: skip
             record.update(cold_summary=summary(r.cold), warm_summary=summary(r.warm))
             out.write(json.dumps(record) + "\n")
     return 0

@@ -44,11 +44,12 @@ def time_series(
     if not any(points for points in series.values()):
         return None
     data: list[dict[str, Any]] = []
+    zone = timezone.get_current_timezone()  # once: per point, it was a tenth of the overview's server time
     for index, (name, points) in enumerate(series.items()):
         color = (colors or {}).get(name, PALETTE[index % len(PALETTE)])
         trace: dict[str, Any] = {
             "name": name,
-            "x": [_x(t) for t, _ in points],
+            "x": [_wall_clock(t, zone) for t, _ in points],
             "y": [v for _, v in points],
             "type": "bar" if kind == "bar" else "scatter",
             "hovertemplate": "%{y:,.4~g}<extra>" + name + "</extra>",

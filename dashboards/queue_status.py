@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from django.db.models import Count
+
 from jobconsole.core import JobState
 from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.queries.workers import WorkerInfo
@@ -39,8 +41,8 @@ def queue_statuses(names: list[str] | None = None, workers: list[WorkerInfo] | N
     queries = get_client().queries
     workers = live_workers() if workers is None else workers
     out = []
-    for name in queries.queues.names() if names is None else names:
-        status = QueueStatus(queries.queues.counts(name))
+    for counts in queries.queues.counts_many(queries.queues.names() if names is None else names):
+        status, name = QueueStatus(counts), counts.queue
         for worker in workers:
             if name in worker.queues and worker.state == "quiet":
                 status.quiet += 1
@@ -58,8 +60,13 @@ def retrying_counts(names: list[str]) -> dict[str, int]:
 
     Redis keeps them in the scheduled set with the delayed jobs, which it counts without reading a job; telling
     the two apart there would mean reading every scheduled job. The mirror's (queue, state, enqueued_at) index
-    counts them instead, one range per queue."""
-    out = {}
-    for name in names:
-        out[name] = Job.objects.filter(queue=name, state=JobState.RETRYING.value).count()
-    return out
+    counts them instead: one query for every queue (a count per queue made the overview's queries grow with
+    its queues)."""
+    found = (
+        Job.objects.filter(queue__in=names, state=JobState.RETRYING.value)
+        .order_by()
+        .values_list("queue")
+        .annotate(n=Count("*"))
+    )
+    counted = dict(found) if names else {}
+    return {name: counted.get(name, 0) for name in names}

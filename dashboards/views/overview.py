@@ -31,6 +31,9 @@ def chosen_range(request: HttpRequest) -> tuple[str, str | None]:
 @view_required
 def overview(request: HttpRequest) -> HttpResponse:
     span, problem = chosen_range(request)
+    if htmx_asked(request) and request.GET.get("part") != "live":  # the charts' poll: only what they draw
+        charts = {"range": span, "figures": figures(span)}
+        return page(request, "dashboards/overview.html", "overview", charts, partial="charts")
     workers = live_workers()
     queues = queue_statuses(workers=workers)
     state = health.check()
@@ -59,10 +62,10 @@ def overview(request: HttpRequest) -> HttpResponse:
         "problem": problem, "silenced": [*state.silenced, *service.silenced],
         "waiting_label": STATES[JobState.WAITING].label,
     }  # fmt: skip
-    if htmx_asked(request) and request.GET.get("part") == "live":
+    if htmx_asked(request):  # the live part's poll
         return page(request, "dashboards/overview.html", "overview", context, partial="live")
     context["figures"] = figures(span)
-    return page(request, "dashboards/overview.html", "overview", context, partial="charts")
+    return page(request, "dashboards/overview.html", "overview", context)
 
 
 def figures(span: str, queue: str | None = None) -> dict[str, dict[str, Any] | None]:

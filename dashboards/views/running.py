@@ -48,7 +48,7 @@ def running(request: HttpRequest) -> HttpResponse:
     context = {
         "jobs": jobs, "next_cursor": found.next_cursor, "paged": bool(cursor), "queues": queues, "queue": queue,
         "stalled": sum(1 for j in jobs if j.stalled), "orphaned": sum(1 for j in jobs if j.orphaned),
-        "running_total": sum(queries.queues.counts(q).running for q in names),
+        "running_total": sum(c.running for c in queries.queues.counts_many(names)),
         "workers_alive": sum(1 for w in workers if w.state != "gone"),
         "workers_gone": sum(1 for w in workers if w.state == "gone"),
     }  # fmt: skip

@@ -14,7 +14,7 @@ here reads a job. Times are UTC-aware datetimes; durations are seconds.
 
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -56,11 +56,23 @@ def consistent_reads() -> Iterator[None]:
     if connection.in_atomic_block:  # the caller's transaction decides
         yield
         return
-    with transaction.atomic():
+    with ExitStack() as stack:
+        if connection.vendor == "sqlite":
+            # A deferred transaction: the first read fixes the snapshot until its end. The project's
+            # transaction_mode IMMEDIATE (for writers) would take the write lock, so every chart waited behind
+            # the mirror's write transactions, which WAL otherwise lets readers ignore.
+            mode = getattr(connection, "transaction_mode", None)
+            connection.transaction_mode = "DEFERRED"  # type: ignore[attr-defined]
+            try:
+                stack.enter_context(transaction.atomic())
+            finally:
+                connection.transaction_mode = mode  # type: ignore[attr-defined]
+        else:
+            stack.enter_context(transaction.atomic())
         if connection.vendor == "postgresql":  # READ COMMITTED gives each statement its own snapshot
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        yield  # SQLite: the first read fixes the snapshot until the end of the transaction
+        yield
 
 
 def gather(
@@ -120,11 +132,17 @@ def _add_live(
         for name, options in queries.tasks.options().items():
             homes[str(options.get("queue", ""))].add(name)
     wanted = set(names)
-    for queue in queues if queues is not None else queries.queues.names():
-        if queue in flushed:
-            through, seen = flushed[queue]
-            tasks = [task] if task is not None else sorted({*seen, *homes[queue]})
-            stats = queries.stats.minute_values(queue, range(max(earliest, through + 1), now + 1), tasks, names)
+    every = queues if queues is not None else queries.queues.names()
+    copied = [q for q in every if q in flushed]
+    asks = [
+        (q, range(max(earliest, flushed[q][0] + 1), now + 1),
+         [task] if task is not None else sorted({*flushed[q][1], *homes[q]}))
+        for q in copied
+    ]  # fmt: skip
+    live = dict(zip(copied, queries.stats.minute_values_many(asks, names), strict=True))  # one round trip
+    for queue in every:
+        if queue in live:
+            stats = live[queue]
         else:
             stats = [
                 s for s in queries.stats.minute_counts(queue, earliest, now)
@@ -277,8 +295,10 @@ class Series:
 
     @cached_property
     def _by_bucket(self) -> dict[datetime, dict[str, int]]:
+        # One task's page also sums these buckets into the task's summary (`tasks`): its highest retry too.
+        names = metrics.CHARTED if self.task is None else (*metrics.CHARTED, RETRY_MAX)
         out: dict[datetime, dict[str, int]] = defaultdict(dict)
-        for (start, metric), value in self._gather(("start",), metrics.CHARTED).items():
+        for (start, metric), value in self._gather(("start",), names).items():
             out[start][metric] = value
         return out
 
@@ -302,23 +322,29 @@ class Series:
         return Latency(times, self.window.resolution, wait, run)
 
     def tasks(self) -> list[TaskSummary]:
-        """One summary per task counted in the range, by name."""
+        """One summary per task counted in the range, by name. A Series of one task sums the buckets its charts
+        read (one read of the database and Redis for the task's page, not two)."""
         by_task: dict[str, dict[str, int]] = defaultdict(dict)
-        for (task, metric), value in self._gather(("task",), (*metrics.CHARTED, RETRY_MAX)).items():
-            by_task[task][metric] = value
-        out = []
-        for task, values in sorted(by_task.items()):
-            run = run_histogram(values)
-            ended = values.get("completed", 0) + values.get("failed", 0)
-            out.append(
-                TaskSummary(
-                    task=task, **{name: values.get(name, 0) for name in COUNTED},
-                    max_retry=values.get(RETRY_MAX, 0),
-                    runtime_mean=values.get("runtime_ms", 0) / ended / 1000 if ended else None,
-                    runtime=_quantiles(run), wait=_quantiles(wait_histogram(values)), runtime_histogram=_bins(run),
-                )
-            )  # fmt: skip
-        return out
+        if self.task is not None:
+            for values in self._by_bucket.values():
+                summed = by_task[self.task]
+                for metric, value in values.items():
+                    combined = max if metric == RETRY_MAX else int.__add__
+                    summed[metric] = combined(summed[metric], value) if metric in summed else value
+        else:
+            for (task, metric), value in self._gather(("task",), (*metrics.CHARTED, RETRY_MAX)).items():
+                by_task[task][metric] = value
+        return [_summary(task, values) for task, values in sorted(by_task.items())]
+
+
+def _summary(task: str, values: dict[str, int]) -> TaskSummary:
+    run = run_histogram(values)
+    ended = values.get("completed", 0) + values.get("failed", 0)
+    return TaskSummary(
+        task=task, **{name: values.get(name, 0) for name in COUNTED}, max_retry=values.get(RETRY_MAX, 0),
+        runtime_mean=values.get("runtime_ms", 0) / ended / 1000 if ended else None,
+        runtime=_quantiles(run), wait=_quantiles(wait_histogram(values)), runtime_histogram=_bins(run),
+    )  # fmt: skip
 
 
 # --- queue depth and rates -------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """What every reader of the read API shares: the store it reads through, and draining a queue's intake first."""
 
+from collections.abc import Sequence
+
 import redis
 
 from jobconsole.core import redis_health
@@ -22,3 +24,13 @@ class Reader:
         except redis.ResponseError as exc:
             if redis_health.refusal_kind(exc) == redis_health.OTHER:
                 raise
+
+    def _drain_many(self, queues: Sequence[str]) -> None:
+        """`_drain` of several queues in one round trip."""
+        if not queues:
+            return
+        for reply in self.store.run_many([self.store.drain_call(q) for q in queues]):
+            if isinstance(reply, redis.ResponseError) and redis_health.refusal_kind(reply) != redis_health.OTHER:
+                continue
+            if isinstance(reply, Exception):
+                raise reply
