@@ -5,7 +5,9 @@ Arrivals are random (Poisson) at `rate` jobs a second. The mix has fast jobs, sl
 progress and checkpoints, failures of four distinct kinds that end as dead letters, flaky jobs that succeed
 after retries, jobs scheduled minutes ahead, and unique-key jobs. At that rate the workers keep up and the queues
 are mostly empty; so every minute a burst of slow-ish newsletters keeps them busy for a while, and the queues
-back up and drain again (depth, wait times and time-to-drain have something to show). A queue with
+back up and drain again (depth, wait times and time-to-drain have something to show). Every 45 s a catalogue
+import runs as a workflow (a batch: CSV imports and thumbnails, then a report once all ended, whatever their
+outcome), so the Workflows pages have something to show too. A queue with
 `max_backlog` jobs waiting gets no more until it drains, so the queues never grow without bound (with no worker
 running, they fill up to it and stop there).
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import redis
 
 from jobconsole.core import Client, JobSpec, RedisFull
+from jobconsole.core.compose import batch
 from jobconsole.core.groups import Group
 
 log = logging.getLogger("project.demo")
@@ -109,6 +112,7 @@ class DemoLoad:
     max_backlog: int = 200  # waiting jobs a queue may hold before the demo skips it
     burst_every: float = 60.0  # seconds between bursts of newsletters (0: none)
     burst_size: int = 100
+    workflow_every: float = 45.0  # seconds between catalogue-import workflows (0: none)
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -153,11 +157,15 @@ class DemoLoad:
         """Enqueue until `stop()`, or for `duration` seconds, or `count` jobs (0: no such limit)."""
         started = now = time.monotonic()
         next_job, next_burst, next_report = now, now + min(20.0, self.burst_every), now + 30.0
+        next_workflow = now + min(5.0, self.workflow_every)
         while not stop() and (not duration or now - started < duration) and (not count or self.sent < count):
             try:
                 if self.burst_every and now >= next_burst:
                     self.enqueue([self._newsletter() for _ in range(self.burst_size)])
                     next_burst = now + self.burst_every
+                if self.workflow_every and now >= next_workflow:
+                    self.start_workflow()
+                    next_workflow = now + self.workflow_every
                 if now >= next_job:
                     self.enqueue([self.make()])
                     next_job = max(next_job + self.rng.expovariate(self.rate), now - 1.0)  # catch up 1 s at most
@@ -168,8 +176,20 @@ class DemoLoad:
                 log.info("demo: %s", self.summary())
                 next_report = now + 30.0
             wake = min(next_job, next_burst) if self.burst_every else next_job
+            wake = min(wake, next_workflow) if self.workflow_every else wake
             time.sleep(min(0.5, max(0.0, wake - time.monotonic())))  # short naps: stop() is asked often
             now = time.monotonic()
+
+    def start_workflow(self) -> str:
+        """A catalogue import: CSV imports (one in seven has a bad row and dies) and thumbnails side by side, then
+        a stock report once every one of them ended; its id."""
+        imports = [_import(self.rng) for _ in range(self.rng.randrange(3, 7))]
+        thumbnails = [_thumbnail(self.rng) for _ in range(self.rng.randrange(6, 16))]
+        report = JobSpec(task="examples.build_report", params={"report": "stock", "sections": 5})
+        flow = batch([*imports, *thumbnails], name="import", on_complete=report)
+        created = self.client.enqueue_workflow(flow, name=f"catalogue import {time.strftime('%H:%M')}")
+        self.tally["workflow jobs"] += len(flow.steps)
+        return created.workflow_id
 
     @property
     def sent(self) -> int:

@@ -94,3 +94,15 @@ def test_the_demo_command_refuses_a_rate_of_zero(redis_url: str, tmp_path: Path)
     )  # fmt: skip
     assert result.returncode == 1
     assert "rate must be more than 0 jobs a second" in result.stderr
+
+
+def test_the_demo_runs_catalogue_imports_as_workflows_whose_report_waits_for_every_member(r: "redis.Redis") -> None:
+    client = Client(r)
+    load = DemoLoad(client, seed=3)
+    workflow_id = load.start_workflow()
+    view = client.queries.workflows.get(workflow_id, "reports")
+    assert view is not None and view.name.startswith("catalogue import ")
+    states = {step.name: step.state for step in view.steps}
+    assert states.pop("import.complete") is JobState.WAITING  # the report, until every member ended
+    assert len(states) >= 9 and set(states.values()) == {JobState.QUEUED}
+    assert load.tally["workflow jobs"] == len(states) + 1
