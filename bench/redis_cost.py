@@ -4,7 +4,8 @@ one hash slot even on a cluster).
     .venv/bin/python bench/redis_cost.py [--jobs 20000] [--workers 2] [--sample 2000]
 
 On a private redis-server without persistence it measures three phases on one queue, with jobs whose parameters
-are a small dict of three fields:
+are issue 31's dict of about 130 bytes (`--params small`: three short fields, under Redis's 64-byte listpack
+limit):
 
 1. enqueue: `--jobs` jobs one at a time (`Client.enqueue`, the producer's usual call), no worker running;
 2. drain: `--workers` `runworker --burst` processes run them all (the Procfile's flags: no mirror, no system
@@ -13,7 +14,9 @@ are a small dict of three fields:
 
 For each phase: Redis CPU per job (INFO cpu, user + system), commands per job (INFO commandstats; commands run
 inside scripts count, as Redis counts them), and the ceiling it sets on one queue (1 s of one core divided by the
-CPU per job). Then, on `--sample` more jobs with SLOWLOG recording every command, where the script time goes:
+CPU per job); the producer's own CPU per enqueue; and per phase the calls and µs per job of each command (INFO
+commandstats; a script's µs include those of the commands it ran, which are listed on their own too).
+Then, on `--sample` more jobs with SLOWLOG recording every command, where the script time goes:
 microseconds per job in each script (its inner commands included) and in each command run inside scripts.
 SLOWLOG adds its own cost, so those are shares, not the CPU figures above.
 """
@@ -29,7 +32,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-PARAMS = {"user_id": 48213, "email": "ada@example.com", "plan": "pro"}
+PARAMS = {
+    # issue 31's job: one dict of about 130 bytes (over 64: a hash holding it leaves the listpack encoding)
+    "issue": {"i": 48213, "pad": "x" * 100, "n": 7},
+    "small": {"user_id": 48213, "email": "ada@example.com", "plan": "pro"},
+}
 QUEUE = "examples.echo"
 
 
@@ -38,6 +45,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=2, help="runworker processes draining the queue")
     parser.add_argument("--sample", type=int, default=2000, help="jobs measured again with SLOWLOG on (0: skip)")
+    parser.add_argument("--params", choices=sorted(PARAMS), default="issue", help="the job's parameters")
     args = parser.parse_args()
 
     import private_stack
@@ -58,9 +66,11 @@ def main() -> None:
         redis.sadd("jc:{meta}:queues", QUEUE)
         subprocess.run([*manage, "runmirror", "--burst"], env=env, cwd=ROOT, check=True, capture_output=True)
 
+        params = PARAMS[args.params]
+
         def enqueue(n: int) -> None:
             for _ in range(n):
-                client.enqueue(QUEUE, PARAMS)
+                client.enqueue(QUEUE, params)
 
         def drain() -> None:
             procs = [subprocess.Popen(worker, env=env, cwd=ROOT) for _ in range(args.workers)]
@@ -73,20 +83,32 @@ def main() -> None:
 
         phases = [("enqueue", lambda: enqueue(args.jobs)), ("drain", drain), ("mirror", mirror)]
         rows = []
+        producer_us = 0.0
+        breakdowns: list[tuple[str, dict[str, Any]]] = []
         for name, run in phases:
             redis.config_resetstat()
-            cpu, started = redis_cpu(redis), time.monotonic()
+            cpu, started, own = redis_cpu(redis), time.monotonic(), time.process_time()
             run()
             cpu, wall = redis_cpu(redis) - cpu, time.monotonic() - started
-            commands = sum(s["calls"] for c, s in redis.info("commandstats").items() if not _harness(c))
+            if name == "enqueue":  # what a web request pays per enqueue (this process is the producer)
+                producer_us = (time.process_time() - own) / args.jobs * 1e6
+            stats = {c.removeprefix("cmdstat_"): s for c, s in redis.info("commandstats").items() if not _harness(c)}
+            commands = sum(s["calls"] for s in stats.values())
             rows.append((name, cpu / args.jobs * 1e6, commands / args.jobs, args.jobs / wall))
+            breakdowns.append((name, stats))
         print(f"Redis CPU per job, {args.jobs:,} jobs, {args.workers} worker processes:")
         for name, us, commands, rate in rows:
             print(f"  {name:8s} {us:6.1f} µs  {commands:5.1f} commands  ({rate:,.0f} jobs/s in this phase)")
+        print(f"  producer CPU per enqueue (this process, user + system): {producer_us:.1f} µs")
         engine = sum(r[1] for r in rows[:2])
         total = engine + rows[2][1]
         print(f"  engine (enqueue + drain): {engine:.1f} µs/job, a ceiling of {1e6 / engine:,.0f} jobs/s per queue")
         print(f"  with the mirror's reads:  {total:.1f} µs/job, a ceiling of {1e6 / total:,.0f} jobs/s per queue")
+        print("by command, calls x µs per job (INFO commandstats; a script's µs include its inner commands'):")
+        for name, stats in breakdowns:
+            top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])
+            listed = ", ".join(f"{c} {s['calls'] / args.jobs:.2f}x {s['usec'] / args.jobs:.1f}" for c, s in top[:12])
+            print(f"  {name:8s} {listed}")
 
         if args.sample:
             names = {scripts.load(n).sha: n for n in scripts.names()}

@@ -247,7 +247,7 @@ SETTINGS: tuple[Setting, ...] = (
         "runworker also runs the database mirror in a thread (one leader overall)",
         env="JOBCONSOLE_MIRROR_IN_WORKER",
     ),
-    Setting("MIRROR.BATCH", 1000, "events read and applied per database transaction"),
+    Setting("MIRROR.BATCH", 1000, "events stream entries applied per database transaction (one holds up to 50 jobs)"),
     Setting("MIRROR.BLOCK_MS", 100, "milliseconds an idle mirror waits for new events before it looks again"),
     Setting(
         "MIRROR.SETTLE_MS",

@@ -14,7 +14,7 @@ import redis
 
 from jobconsole.core import cluster, keys
 from jobconsole.core.keys import queue_keys
-from jobconsole.core.queries.events import Event
+from jobconsole.core.queries.events import Event, events_of
 from jobconsole.core.store import Store
 
 CONSUMER = "mirror"  # fixed, so a new leader inherits the pending entries of a dead one
@@ -78,7 +78,7 @@ class EventFeed:
                 if not fields:  # a pending entry trimmed before it was applied
                     trimmed.setdefault(queue, []).append(entry_id)
                 else:
-                    events.append(Event(queue, entry_id, _pairs(fields)))
+                    events.extend(events_of(queue, entry_id, _pairs(fields)))
         return FeedRead(int(epoch), streams, missing, events, trimmed)
 
     def ack(self, ids: Mapping[str, Sequence[str]]) -> None:

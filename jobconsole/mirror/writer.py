@@ -178,7 +178,9 @@ class Writer:
         entries: dict[str, list[str]] = {}
         paused: dict[str, Event] = {}
         for e in events:
-            entries.setdefault(e.queue, []).append(e.id)
+            applied = entries.setdefault(e.queue, [])
+            if not applied or applied[-1] != e.id:  # the events of a batch entry share its id
+                applied.append(e.id)
             if not e.job:
                 if e.name in ("paused", "resumed"):
                     paused[e.queue] = e

@@ -18,6 +18,7 @@ from jobconsole.bulk.runner import run_operation
 from jobconsole.bulk.selection import Selection, SelectionError, parse_selection
 from jobconsole.bulk.system import SYSTEM_QUEUE
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.queries.events import events_of
 from jobconsole.models import AuditLog, BulkChunk, BulkOperation, DeadLetter, Job
 from tests.mirror_fixtures import *  # noqa: F403
 from tests.mirror_fixtures import SimulatedCrash, run_worker
@@ -75,7 +76,8 @@ def state(r: Any, job_id: str) -> str | None:
 
 
 def requeued(r: Any, job_id: str) -> int:
-    return sum(1 for _, f in r.xrange(K.events) if f["job"] == job_id and f["event"] == "requeued")
+    events = [e for i, f in r.xrange(K.events) for e in events_of(K.queue, i, f)]  # batch entries too
+    return sum(1 for e in events if e.job == job_id and e.name == "requeued")
 
 
 def frozen(operation: BulkOperation) -> list[str]:

@@ -101,7 +101,8 @@ def test_crash_mid_batch_then_restart_loses_nothing(client, r, engine_settings, 
     _start_mirrored(client, r)
     ids = _mixed_workload(client, r, n=120)
     for crash_on in (1, 2, 3):
-        m = crashing_mirror(r, Crash(point, crash_on), batch=50, block_ms=10, overlap=overlap)
+        # Batches of a few entries: a batch entry (emit_jobs) records up to 50 jobs' events.
+        m = crashing_mirror(r, Crash(point, crash_on), batch=3, block_ms=10, overlap=overlap)
         with pytest.raises(SimulatedCrash):
             m.drain()
         if point == "after_commit":  # committed but never acknowledged: still pending in the group
@@ -149,6 +150,7 @@ def test_trimmed_pending_entries_are_a_gap_too(client, r, engine_settings):
     m.drain()
     for i in range(20):
         client.enqueue("examples.echo", {"i": i})
+        client.materialize("examples.echo")  # an entry each (drained together, they would share a batch entry)
     crash.on = crash.seen + 1
     with pytest.raises(SimulatedCrash):
         m.drain()  # 10 entries delivered to the group (pending), none committed

@@ -10,6 +10,7 @@ from jobconsole.core import Client, TaskRegistry
 from jobconsole.core.batch import BatchAction, BatchItem, Verdict, apply_batch
 from jobconsole.core.editing import edit_job
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.queries.events import events_of
 from tests.helpers import claim, run_burst
 
 K = queue_keys("q")
@@ -39,7 +40,8 @@ def dead_jobs(client: Client, r: "redis.Redis", registry: TaskRegistry, n: int) 
 
 
 def events(r: "redis.Redis", job_id: str, name: str) -> int:
-    return sum(1 for _, fields in r.xrange(K.events) if fields["job"] == job_id and fields["event"] == name)
+    events = [e for i, fields in r.xrange(K.events) for e in events_of("q", i, fields)]  # batch entries too
+    return sum(1 for e in events if e.job == job_id and e.name == name)
 
 
 def test_a_resubmit_batch_applies_once_per_stamp(client, r, registry):

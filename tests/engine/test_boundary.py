@@ -80,3 +80,19 @@ def test_a_drain_block_fills_in_as_drain_intake_at_reads_it() -> None:
     k: QueueKeys = queue_keys("emails")
     keys = script_keys("heartbeat", "emails")
     assert list(keys) == [k.active, k.events, k.intake, k.ready, k.seq, k.events, k.stats, k.active]
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_a_script_carries_the_helpers_it_calls_and_no_others(name: str) -> None:
+    """Redis runs a script's whole text on each call: a helper of _lib.lua it never calls is a cost for nothing,
+    and one it calls but does not carry would fail at run time (a global)."""
+    source = scripts.load(name).source
+    lib = (scripts.LUA_DIR / "_lib.lua").read_text()
+    helpers = set(re.findall(r"^local function (\w+)\(", lib, re.M))
+    carried = set(re.findall(r"^local function (\w+)\(", source, re.M)) & helpers
+    body = re.sub(r"--.*|'[^']*'|\"[^\"]*\"", "", source.split("\n", 1)[1])  # code: no comments, no strings
+    called = {
+        h for h in helpers if re.search(rf"(?<![\w.]){h}\(", re.sub(rf"^local function {h}\(", "", body, flags=re.M))
+    }
+    assert called <= carried
+    assert carried <= called, f"{name} carries {sorted(carried - called)} without calling them"

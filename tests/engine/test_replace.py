@@ -9,6 +9,7 @@ import redis
 
 from jobconsole.core import Client, InvalidJob, JobState, Replace, TaskRegistry
 from jobconsole.core.keys import queue_keys
+from jobconsole.core.queries.events import events_of
 from tests.helpers import wait_for, worker_in_thread
 
 K = queue_keys("q")
@@ -37,7 +38,7 @@ def test_a_task_replaces_itself_until_done_keeping_its_id_with_attempts_reset(r:
     assert seen == [(1, 1), (2, 1), (3, 1)]  # each run is a first attempt: the count was reset
     assert done.result == {"done": 3} and done.params == {"counter": 3, "until": 3}
     assert [a.outcome for a in done.history] == ["replaced", "replaced", "completed"]
-    events = [e["event"] for _, e in r.xrange(K.events) if e["job"] == job.id]
+    events = [e.name for i, f in r.xrange(K.events) for e in events_of("q", i, f) if e.job == job.id]
     assert events.count("replaced") == 2
     assert not r.hexists(K.unique, "counter")  # held through the replacements, freed at the end
 

@@ -22,6 +22,39 @@ local function emit(events_key, maxlen, job_id, event, state, extra)
   redis.call(unpack(args))
 end
 
+-- One event for many jobs: a script that moves several jobs through the same transition (an intake drain, a
+-- claim, an acknowledgement of a batch) appends one entry for up to EVENT_BATCH of them instead of one each,
+-- so Redis writes, and the mirror reads and acknowledges, one entry per batch. Such an entry holds `jobs` (a
+-- JSON list of ids) in place of `job`; `per_job` fields are JSON lists in the same order (the batch form of
+-- `attempt` is `attempts`); `shared` pairs apply to every job. A single job keeps the one-job form (`job`, and
+-- `per_job` values as they are). core/queries/events.py turns a batch entry back into one event per job.
+local EVENT_BATCH = 50
+local function emit_jobs(events_key, maxlen, jobs, event, state, shared, per_job)
+  local n = #jobs
+  if n == 0 then return end
+  if n == 1 then
+    local extra = {}
+    for name, values in pairs(per_job or {}) do
+      extra[#extra + 1] = name
+      extra[#extra + 1] = values[1]
+    end
+    for i = 1, #(shared or {}) do extra[#extra + 1] = shared[i] end
+    emit(events_key, maxlen, jobs[1], event, state, (#extra > 0) and extra or nil)
+    return
+  end
+  for first = 1, n, EVENT_BATCH do
+    local last = math.min(first + EVENT_BATCH - 1, n)
+    local args = {'XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'jobs', cjson.encode({unpack(jobs, first, last)}),
+                  'event', event, 'state', state}
+    for i = 1, #(shared or {}) do args[#args + 1] = shared[i] end
+    for name, values in pairs(per_job or {}) do
+      args[#args + 1] = name .. 's'
+      args[#args + 1] = cjson.encode({unpack(values, first, last)})
+    end
+    redis.call(unpack(args))
+  end
+end
+
 -- Per-minute counters: one hash per queue, field "<minute>|<metric>|<task>" (core/metrics.py names them).
 local function count(stats_key, now, metric, task, by)
   local minute = math.floor(now / 60000)
@@ -121,7 +154,9 @@ local function lease_values(attempt, token, worker, host, pid, now)
   return 'attempts', attempt, 'state', RUNNING, 'token', token, 'worker', worker, 'host', host, 'pid', pid,
          'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
 end
-local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset)
+-- `started`, when given ({ids = {}, attempts = {}}), collects the job's 'started' event for the caller to emit
+-- with the others of its call (emit_jobs) instead of emitting it here.
+local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset, started)
   local attempt = (tonumber(h.attempts) or 0) + 1
   if hset then
     local values, n = {lease_values(attempt, token, worker, host, pid, now)}, #hset
@@ -137,7 +172,12 @@ local function lease(job_key, job_id, h, worker, host, pid, now, token, active_k
     local unique_key = string.sub(active_key, 1, -7) .. 'unique'
     if redis.call('HGET', unique_key, h.unique_key) == job_id then redis.call('HDEL', unique_key, h.unique_key) end
   end
-  emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', attempt, 'worker', worker})
+  if started then
+    started.ids[#started.ids + 1] = job_id
+    started.attempts[#started.attempts + 1] = attempt
+  else
+    emit(events_key, maxlen, job_id, 'started', RUNNING, {'attempt', attempt, 'worker', worker})
+  end
   return leased_reply(job_id, token, h, attempt, now)
 end
 
@@ -179,15 +219,18 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
   local n = #entries
   if n == 0 then return 0 end
   local seq = tonumber(redis.call('INCRBY', seq_key, n)) - n
-  local adds, counts = {}, {}
+  local adds, counts, enqueued = {}, {}, {}
   for e = 1, n do
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
     redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
-    emit(events_key, maxlen, job_id, 'enqueued', QUEUED)
     local minute = math.floor(at / 60000)
     if fields[1] == 'leased' then
+      -- A handed job's events in their order (its 'started' after its 'enqueued'), those before it first.
+      emit_jobs(events_key, maxlen, enqueued, 'enqueued', QUEUED)
+      enqueued = {}
+      emit(events_key, maxlen, job_id, 'enqueued', QUEUED)
       local h = {}
       for f = 7, #fields - 1, 2 do h[fields[f]] = fields[f + 1] end
       redis.call('ZADD', active_key, tonumber(h.started_at) + tonumber(h.lease_ms or 30000), job_id)
@@ -195,6 +238,7 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
       local started = minute .. '|started|' .. task  -- waited 0 ms: nothing to add to wait_ms
       counts[started] = (counts[started] or 0) + 1
     else
+      enqueued[#enqueued + 1] = job_id
       seq = seq + 1
       adds[#adds + 1] = ready_score(priority, seq)
       adds[#adds + 1] = job_id
@@ -202,6 +246,7 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     local field = minute .. '|enqueued|' .. task
     counts[field] = (counts[field] or 0) + 1
   end
+  emit_jobs(events_key, maxlen, enqueued, 'enqueued', QUEUED)
   if #adds > 0 then redis.call('ZADD', ready_key, unpack(adds)) end
   -- The drained entries are the oldest ones: cut them off the head (much cheaper than XDEL of each id).
   if redis.call('XLEN', intake_key) == n then

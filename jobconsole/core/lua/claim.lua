@@ -41,6 +41,7 @@ local paused = redis.call('EXISTS', KEYS[4]) == 1
 local limit = tonumber(redis.call('GET', KEYS[12]) or '')
 if limit then want = math.min(want, limit - redis.call('ZCARD', KEYS[3])) end
 local claimed, parked = 0, 0
+local started = {ids = {}, attempts = {}}  -- one 'started' event for the jobs of this claim (emit_jobs)
 local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
 while not paused and claimed < want and parked < PARK_MAX do
   local asked = want - claimed
@@ -60,7 +61,7 @@ while not paused and claimed < want and parked < PARK_MAX do
     elseif h then
       seq = seq + 1
       local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
-                           maxlen)
+                           maxlen, nil, started)
       local task = h.task or ''
       local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
       local b, th = 0, hist[task]
@@ -80,6 +81,7 @@ while not paused and claimed < want and parked < PARK_MAX do
   end
   if n < asked then break end  -- the ready set ran dry: no need to ask again
 end
+emit_jobs(KEYS[5], maxlen, started.ids, 'started', RUNNING, {'worker', worker}, {attempt = started.attempts})
 if claimed > 0 then
   -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
   local minute = math.floor(now / 60000) .. '|'

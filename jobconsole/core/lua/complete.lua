@@ -11,6 +11,17 @@ local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARG
 drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
+-- One 'completed' event for the jobs of this call (emit_jobs); its `entry` names the closed attempt (the
+-- attempt's JSON for a single job, '1' in a batch entry: the job's attempt list holds it).
+local completed, entries = {}, {}
+local function emit_completed()
+  if #completed == 1 then
+    emit(KEYS[4], maxlen, completed[1], 'completed', COMPLETED, {'entry', entries[1]})
+  else
+    emit_jobs(KEYS[4], maxlen, completed, 'completed', COMPLETED, {'entry', '1'})
+  end
+  completed, entries = {}, {}
+end
 local runtime, hist, e2e = {}, {}, {}  -- per task: ms run, jobs by run-time bucket, by end-to-end bucket
 for j = 0, n - 1 do
   local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
@@ -28,8 +39,12 @@ for j = 0, n - 1 do
     redis.call('ZADD', KEYS[2], now, job_id)
     release_unique(KEYS[3], job_key, job_id, f[9] or '')
     finish(job_key, ttl)
-    emit(KEYS[4], maxlen, job_id, 'completed', COMPLETED, {'entry', entry})
-    if f[11] == '1' then deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen) end
+    completed[#completed + 1] = job_id
+    entries[#entries + 1] = entry
+    if f[11] == '1' then  -- its 'completed' goes before the events of the dependents it releases
+      emit_completed()
+      deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen)
+    end
     local task = f[3] or ''
     local ran = tonumber(ms) or 0
     local b, th = 0, hist[task]
@@ -52,6 +67,7 @@ for j = 0, n - 1 do
     out[#out + 1] = 1
   end
 end
+emit_completed()
 -- The run-time histogram counts the jobs completed too: readers add it to 'completed' (core/metrics.py).
 local minute = math.floor(now / 60000) .. '|'
 for task, th in pairs(hist) do
