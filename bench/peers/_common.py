@@ -301,6 +301,19 @@ class ForeignProducer:
     def probe(self) -> float:
         return float(self.ask("probe")["call_s"])
 
+    def peer(self, name: str, version: str, bulk_api: str, **rest: Any) -> Peer:
+        """The Peer whose enqueues are this producer's, started before each measurement."""
+        return Peer(
+            name=name,
+            version=version,
+            enqueue_single=self.enqueue,
+            enqueue_probe=self.probe,
+            enqueue_bulk=self.bulk,
+            bulk_api=bulk_api,
+            prepare=self.start,
+            **rest,
+        )
+
 
 # --------------------------------------------------------------------------
 # Redis accounting for the harness's own connection.

@@ -19,7 +19,7 @@ if __name__ == "__main__":  # delegate so that the harness imports us by name, a
 
     sys.exit(main("bullmq_bench"))
 
-from _common import PEERS_DIR, ForeignProducer, Peer
+from _common import PEERS_DIR, ForeignProducer
 
 NODE_MODULES = PEERS_DIR.parent.parent / "var" / "bench" / "node" / "node_modules"
 os.environ["NODE_PATH"] = str(NODE_MODULES)  # the workers inherit it with the rest of the environment
@@ -47,14 +47,10 @@ def config(workers: int) -> dict[str, Any]:
     }
 
 
-PEER = Peer(
-    name="bullmq",
-    version=version() if Path(NODE_MODULES / "bullmq").exists() else "not installed",
-    enqueue_single=producer.enqueue,
-    enqueue_probe=producer.probe,
-    enqueue_bulk=producer.bulk,
-    bulk_api="queue.addBulk per 1000 jobs (one MULTI of their scripts)",
+PEER = producer.peer(
+    "bullmq",
+    version() if Path(NODE_MODULES / "bullmq").exists() else "not installed",
+    "queue.addBulk per 1000 jobs (one MULTI of their scripts)",
     worker_commands=worker_commands,
     config=config,
-    prepare=producer.start,
 )

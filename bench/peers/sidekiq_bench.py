@@ -16,7 +16,7 @@ if __name__ == "__main__":  # delegate so that the harness imports us by name, a
 
     sys.exit(main("sidekiq_bench"))
 
-from _common import ForeignProducer, Peer
+from _common import ForeignProducer
 
 CONCURRENCY = 10  # Sidekiq's default
 WORKER_ARGS = ["-r", "./sidekiq_bench.rb", "-c", str(CONCURRENCY)]
@@ -48,14 +48,10 @@ def config(workers: int) -> dict[str, Any]:
     }
 
 
-PEER = Peer(
-    name="sidekiq",
-    version=version(),
-    enqueue_single=producer.enqueue,
-    enqueue_probe=producer.probe,
-    enqueue_bulk=producer.bulk,
-    bulk_api="Sidekiq::Client.push_bulk per 1000 jobs (one LPUSH of all of them)",
+PEER = producer.peer(
+    "sidekiq",
+    version(),
+    "Sidekiq::Client.push_bulk per 1000 jobs (one LPUSH of all of them)",
     worker_commands=worker_commands,
     config=config,
-    prepare=producer.start,
 )
