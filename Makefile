@@ -60,7 +60,10 @@ test-compat: bootstrap-dev
 chaos: bootstrap-dev
 	$(PY) -m chaos.run $(CHAOS_ARGS)
 
-# Jobconsole against Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in var/bench/).
+# Jobconsole against Sidekiq, BullMQ, Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in
+# var/bench/, Sidekiq from Debian): two runs of everything, the systems taking turns, quiet and then beside one
+# CPU-bound process; the markdown tables for docs/benchmarks.md on stdout.
+BENCH_ARGS ?= --repeat 2 --contended
 # The jobconsole+pg row runs on BENCH_DATABASE_URL; unset, on a database of its own (jobconsole_bench, made here)
 # when a PostgreSQL answers on 127.0.0.1:5432, else the row is skipped. That database is flushed every run.
 bench: bootstrap-dev

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Benchmark other Python job queues on one private redis-server (issue 3).
+"""Benchmark Jobconsole against other job queues on one private redis-server (issues 3 and 31).
 
 Runs every peer adapter (bench/peers/<name>_bench.py) in every mode with its
-own venv's python, collects their one-line JSON results, prints a table and
-writes var/bench/peers.json.  Stdlib only, so any python3 can run it.
+own venv's python, the systems taking turns, collects their one-line JSON
+results, prints a markdown table (median and min-max of the repeats, ratios
+against the best peer) and writes var/bench/peers.json.  Stdlib only, so any
+python3 can run it.
 
     bash bench/setup_peers.sh             # once; run_peers.py also calls it
-    python3 bench/run_peers.py            # full run, 20,000 jobs
-    python3 bench/run_peers.py --quick --peers huey,rq
+    python3 bench/run_peers.py --repeat 2 --contended     # what `make bench` runs: quiet, then one busy core
+    python3 bench/run_peers.py --quick --peers huey,sidekiq,jobconsole
     python3 bench/run_peers.py --payload small,1kb --database-url postgres://user@host/db   # every row, both payloads
+    python3 bench/run_peers.py --jc-row 'procs=manage.py runworker --processes {processes} --no-system-worker'
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import socket
@@ -51,6 +55,7 @@ class PeerSpec:
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the adapter and its workers
     plan: tuple[tuple[str, int], ...] | None = None  # (mode, workers) subset; None = the whole PLAN
     root: Path = ROOT  # the checkout whose adapter runs (another commit's, for --baseline)
+    label: str = ""  # the row's name in the markdown table ({version}: the adapter's version)
 
     def script(self, name: str) -> Path:
         return self.root / "bench" / "peers" / f"{self.adapter or name}_bench.py"
@@ -71,22 +76,26 @@ def jc_env(variant: str, database_url: str = "") -> tuple[tuple[str, str], ...]:
     )
 
 
+def jc_row(worker: str, service: str = "") -> tuple[tuple[str, str], ...]:
+    """A Jobconsole row given as command lines (--jc-row): the worker's `manage.py ...` (with `{processes}` one
+    command runs N processes, else N copies run) and the process beside it (empty: none)."""
+    return (*jc_env("defaults"), ("JOBCONSOLE_BENCH_WORKER_CMD", worker), ("JOBCONSOLE_BENCH_SERVICE_CMD", service))
+
+
 PEERS: dict[str, PeerSpec] = {
-    "huey": PeerSpec(VENV_A),
-    "dramatiq": PeerSpec(VENV_A),
-    "celery": PeerSpec(VENV_A),
-    # rq forks a work horse per job (~70 jobs/s on the 2-core reference
-    # machine): 20,000 jobs would take 5 minutes per run.
-    "rq": PeerSpec(VENV_A, max_throughput_jobs=2_000),
-    "arq": PeerSpec(VENV_B),
-    "saq": PeerSpec(VENV_B),
     # Jobconsole (bench/peers/jobconsole_bench.py, run by the project's own venv) as the Procfile ships it: its
     # worker command and one `runmirror` process, on a fresh SQLite database.
-    "jobconsole": PeerSpec(JC_PYTHON, env=jc_env("defaults")),
+    "jobconsole": PeerSpec(
+        JC_PYTHON, env=jc_env("defaults"), label="Jobconsole as the Procfile ships it (worker + `runmirror`, SQLite)"
+    ),
     # The same on PostgreSQL (--database-url; the URL is filled in by main, the row skipped without one).
-    "jobconsole+pg": PeerSpec(JC_PYTHON, adapter="jobconsole", env=jc_env("defaults")),
+    "jobconsole+pg": PeerSpec(
+        JC_PYTHON, adapter="jobconsole", env=jc_env("defaults"), label="Jobconsole as shipped, on PostgreSQL"
+    ),
     # The engine alone: the Procfile's worker with --no-mirror and no mirror process.
-    "jobconsole-engine": PeerSpec(JC_PYTHON, adapter="jobconsole", env=jc_env("engine")),
+    "jobconsole-engine": PeerSpec(
+        JC_PYTHON, adapter="jobconsole", env=jc_env("engine"), label="Jobconsole engine alone (`--no-mirror`)"
+    ),
     # A lone `runworker` (its mirror in a thread): why the Procfile has a mirror process. No worker runs while
     # jobs are enqueued, so its enqueue rates would be the engine's.
     "jobconsole+thread": PeerSpec(
@@ -94,20 +103,33 @@ PEERS: dict[str, PeerSpec] = {
         adapter="jobconsole",
         env=jc_env("thread"),
         plan=(("throughput", 1), ("throughput", 2), ("latency", 1)),
+        label="Jobconsole, a lone `runworker` (mirror thread)",
     ),
+    # Sidekiq and BullMQ (issue 31): Ruby and Node, their producers and workers in their own language; the adapter
+    # that drives them runs in the project's venv (it needs redis-py only).
+    "sidekiq": PeerSpec(JC_PYTHON, label="Sidekiq {version}, 10 threads"),
+    "bullmq": PeerSpec(JC_PYTHON, label="BullMQ {version}, concurrency 10"),
+    "huey": PeerSpec(VENV_A, label="Huey {version}"),
+    "dramatiq": PeerSpec(VENV_A, label="Dramatiq {version}"),
+    "celery": PeerSpec(VENV_A, label="Celery {version}"),
+    # rq forks a work horse per job (~70 jobs/s on the 2-core reference
+    # machine): 20,000 jobs would take 5 minutes per run.
+    "rq": PeerSpec(VENV_A, max_throughput_jobs=2_000, label="RQ {version}"),
+    "arq": PeerSpec(VENV_B, label="arq {version}"),
+    "saq": PeerSpec(VENV_B, label="SAQ {version}"),
 }
 # The rows whose ratios to the best peer the run prints: the defaults (the headline) and the engine alone.
 HEADLINE = ("jobconsole", "jobconsole+pg", "jobconsole-engine")
-PAYLOAD_NAMES = ("none", "small", "1kb")  # bench/peers/_common.py PAYLOADS
+PAYLOAD_NAMES = ("130b", "none", "small", "1kb")  # bench/peers/_common.py PAYLOADS
 
-# (mode, workers) in run order; workers=0 means "no worker" (enqueue only).
+# (mode, workers) in run order; workers=0 means "no worker" (enqueue only). --bulk adds ("enqueue_bulk", 0).
 PLAN: list[tuple[str, int]] = [
     ("enqueue_single", 0),
-    ("enqueue_bulk", 0),
     ("throughput", 1),
     ("throughput", 2),
     ("latency", 1),
 ]
+VARIANTS = ("quiet", "contended")
 
 
 def log(msg: str) -> None:
@@ -246,14 +268,28 @@ def rate(result: dict[str, Any]) -> float:
     return float(result.get("jobs_per_s") or 0)
 
 
-def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest successful repeat, with every repeat's rate attached."""
+def compact(result: dict[str, Any]) -> dict[str, Any]:
+    """One run as kept beside the summary: without its per-sample lists."""
+    return {k: v for k, v in result.items() if k not in ("delays_ms", "calls_ms", "mirror_lags_ms", "rounds")}
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The repeats of one rate as one result: every figure the median of the successful runs' (the tables' spread
+    comes from `rounds`, every run in turn order, failed ones included)."""
     ok = [r for r in runs if r.get("ok")]
     if not ok:
-        return runs[-1]
-    best: dict[str, Any] = max(ok, key=rate).copy()
-    best["repeats_jobs_per_s"] = [r.get("jobs_per_s") for r in runs]
-    return best
+        return {**runs[-1], "rounds": [compact(r) for r in runs]}
+    summary: dict[str, Any] = dict(ok[0])
+    for key, value in ok[0].items():
+        values = [r.get(key) for r in ok]
+        if is_number(value) and all(is_number(v) for v in values) and len(set(values)) > 1:
+            summary[key] = round(statistics.median(values), 3)
+    summary["rounds"] = [compact(r) for r in runs]
+    return summary
 
 
 def run_once(name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs: int, samples: int) -> dict[str, Any]:
@@ -271,15 +307,16 @@ def run_once(name: str, spec: PeerSpec, url: str, mode: str, workers: int, jobs:
 def run_step(
     names: list[str], url: str, mode: str, workers: int, jobs: int, samples: int, repeat: int
 ) -> list[dict[str, Any]]:
-    """One rate of several peers, the best of `repeat` runs each. The peers take turns run by run, so that the
-    machine's drift (its good and bad minutes) falls on each alike; the best run is the least disturbed one."""
+    """One rate of several peers, `repeat` runs each, summarised by their median (every run kept). The peers take
+    turns run by run, so that the machine's drift (its good and bad minutes) falls on each alike, and the runs of
+    one round can be compared pairwise."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for _ in range(repeat):
         for name in names:
             spec = PEERS[name]
             n = min(jobs, spec.max_throughput_jobs or jobs) if mode == "throughput" else jobs
             runs[name].append(run_once(name, spec, url, mode, workers, n, samples))
-    return [best_of(r) if repeat > 1 else r[0] for r in runs.values()]
+    return [median_of(r) for r in runs.values()]
 
 
 def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -287,7 +324,7 @@ def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     idle pick-up's spread is what is measured), each round's p50 kept for the round-by-round comparison."""
     ok = [r for r in rounds if r.get("ok")]
     if len(ok) < len(rounds) or not ok:
-        return next(r for r in rounds if not r.get("ok"))
+        return {**next(r for r in rounds if not r.get("ok")), "rounds": [compact(r) for r in rounds]}
     delays = [d for r in ok for d in r["delays_ms"]]
     calls = [c for r in ok for c in r["calls_ms"]]
     q = statistics.quantiles(delays, n=100, method="inclusive")
@@ -302,6 +339,7 @@ def pooled_latency(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         after_call_p50_ms=round(statistics.median(d - c for d, c in zip(delays, calls, strict=True)), 3),
         redis_cpu_us_per_pickup=round(statistics.fmean(r["redis_cpu_us_per_pickup"] for r in ok), 1),
         round_p50_ms=[r["p50_ms"] for r in ok],
+        rounds=[compact(r) for r in rounds],
     )
     if all(r.get("mirror_lags_ms") for r in ok):  # the mirror's lag, every round's jobs pooled too
         lags = [v for r in ok for v in r["mirror_lags_ms"]]
@@ -341,6 +379,154 @@ def run_all(
         names = [name for name in peers if (mode, workers) in (PEERS[name].plan or PLAN)]
         results.extend(run_step(names, url, mode, workers, jobs, samples, repeat))
     return results
+
+
+# --------------------------------------------------------------------------
+# The markdown tables (docs/benchmarks.md): median and min-max of the runs, ratios against the best peer.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure of a run: the sum of `fields` of the (mode, workers) result, times `scale`."""
+
+    header: str
+    mode: str
+    workers: int
+    fields: tuple[str, ...]
+    higher_is_better: bool
+    digits: int
+    unit: str
+    scale: float = 1.0
+
+
+REDIS_PHASES = ("enqueue_redis_cpu_us_per_job", "drain_redis_cpu_us_per_job")  # enqueue + drain, summed
+CELLS = {
+    "drain1": Cell("1 process", "throughput", 1, ("jobs_per_s",), True, 0, "/s"),
+    "drain2": Cell("2 processes", "throughput", 2, ("jobs_per_s",), True, 0, "/s"),
+    "enqueue": Cell("enqueue one by one", "enqueue_single", 0, ("jobs_per_s",), True, 0, "/s"),
+    "producer": Cell(
+        "producer CPU per enqueue", "enqueue_single", 0, ("producer_cpu_us_per_enqueue",), False, 0, " µs"
+    ),
+    "p50": Cell("idle pick-up p50", "latency", 1, ("p50_ms",), False, 2, " ms"),
+    "p99": Cell("idle pick-up p99", "latency", 1, ("p99_ms",), False, 1, " ms"),
+    "redis_enqueue": Cell("Redis CPU per enqueue", "throughput", 1, ("enqueue_redis_cpu_us_per_job",), False, 0, " µs"),
+    "redis_drain": Cell("Redis CPU per job drained", "throughput", 1, ("drain_redis_cpu_us_per_job",), False, 0, " µs"),
+    "redis": Cell("Redis CPU per job", "throughput", 1, REDIS_PHASES, False, 0, " µs"),
+    "worker": Cell(
+        "worker CPU per job (1 process)", "throughput", 1, ("steady_worker_cpu_ms_per_job",), False, 0, " µs", 1000
+    ),
+}
+DASH = "\N{EN DASH}"  # min-max in the tables
+RATIO_CELLS = ("drain1", "drain2", "enqueue", "producer", "p50", "p99", "redis", "worker")
+
+
+def round_values(results: list[dict[str, Any]], peer: str, cell: Cell) -> list[float | None]:
+    """The cell's figure in each run, in turn order (None where the run failed or has no such figure)."""
+    summary = pick(results, peer, cell.mode, cell.workers)
+    values: list[float | None] = []
+    for run in summary.get("rounds") or ([summary] if summary else []):
+        figures = [run.get(f) for f in cell.fields]
+        ok = run.get("ok") and all(is_number(v) for v in figures)
+        values.append(sum(figures) * cell.scale if ok else None)  # type: ignore[arg-type]
+    return values
+
+
+def spread(values: list[float | None], digits: int) -> str:
+    """median (min-max) of the runs that have a value."""
+    have = [v for v in values if v is not None]
+    if not have:
+        return "-"
+    median = fmt(statistics.median(have), digits)
+    if len(have) == 1:
+        return median
+    return f"{median} ({fmt(min(have), digits)}{DASH}{fmt(max(have), digits)})"
+
+
+def label(results: list[dict[str, Any]], peer: str) -> str:
+    version = next((r["version"] for r in results if r.get("peer") == peer and r.get("version")), "?")
+    return (PEERS[peer].label or peer).format(version=version) if peer in PEERS else peer
+
+
+def markdown_table(results: list[dict[str, Any]], peers: list[str], title: str) -> str:
+    def cell(peer: str, key: str) -> str:
+        c = CELLS[key]
+        text = spread(round_values(results, peer, c), c.digits)
+        return text if text == "-" else text + c.unit
+
+    header = [
+        title, "1 worker process", "2 processes", "enqueue one by one", "producer CPU per enqueue",
+        "idle pick-up p50 / p99", "Redis CPU per job: enqueue + drain", "worker CPU per job (1 process)",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for peer in peers:
+        pickup = f"{spread(round_values(results, peer, CELLS['p50']), 2)} / {cell(peer, 'p99')}"
+        redis = f"{spread(round_values(results, peer, CELLS['redis_enqueue']), 0)} + {cell(peer, 'redis_drain')}"
+        row = [
+            label(results, peer), cell(peer, "drain1"), cell(peer, "drain2"), cell(peer, "enqueue"),
+            cell(peer, "producer"), pickup, redis, cell(peer, "worker"),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def paired_ratios(mine: list[float | None], theirs: list[float | None], higher_is_better: bool) -> list[float | None]:
+    """Run by run (the systems took turns, so run i of each was measured in the same minutes): > 1 = ours better."""
+    out: list[float | None] = []
+    for a, b in zip(mine, theirs, strict=False):
+        if a is None or b is None or not a or not b:
+            out.append(None)
+        else:
+            out.append(a / b if higher_is_better else b / a)
+    return out
+
+
+def ratio_text(ratios: list[float | None], peer: str) -> str:
+    have = [r for r in ratios if r is not None]
+    if not have:
+        return "-"
+    text = f"{statistics.median(have):.2f}x"
+    if len(have) > 1:
+        text += f" ({min(have):.2f}{DASH}{max(have):.2f})"
+    return f"{text} vs {peer}"
+
+
+def ratio_table(results: list[dict[str, Any]], peers: list[str]) -> str:
+    """Each Jobconsole row against the peer with the best median of each figure, the ratio taken run by run."""
+    ours = [p for p in peers if not is_peer(p)]
+    others = [p for p in peers if is_peer(p)]
+    if not ours or not others:
+        return ""
+    header = ["Jobconsole against the best peer (> 1x: Jobconsole better)", *(CELLS[k].header for k in RATIO_CELLS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for mine in ours:
+        row = [label(results, mine)]
+        for key in RATIO_CELLS:
+            c = CELLS[key]
+            candidates = []
+            for peer in others:
+                have = [v for v in round_values(results, peer, c) if v is not None]
+                if have:
+                    candidates.append((statistics.median(have), peer))
+            if not candidates:
+                row.append("-")
+                continue
+            _, best = max(candidates) if c.higher_is_better else min(candidates)
+            ratios = paired_ratios(round_values(results, mine, c), round_values(results, best, c), c.higher_is_better)
+            row.append(ratio_text(ratios, best))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def commands(results: list[dict[str, Any]], peers: list[str]) -> str:
+    """What ran for each row (from the adapters' configs), under the tables."""
+    lines = []
+    for peer in peers:
+        config = pick(results, peer, "throughput", 1).get("config") or {}
+        if config.get("worker_cmd"):
+            extra = f"; mirror: {config['mirror']}" if config.get("mirror") else ""
+            lines.append(f"- {peer}: `{config['worker_cmd']}`{extra}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------
@@ -400,37 +586,9 @@ def table(results: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(lines)
 
 
-COMPARED = {
-    "thru 1w/s", "thru 2w/s", "enq 1-by-1/s", "enq bulk/s", "p50 ms", "p95 ms", "p99 ms",
-    "redis µs/job", "redis µs/enq",
-}  # fmt: skip
-LOWER_IS_BETTER = ("_ms", "_us_per_job", "_us_per_enqueue")  # latencies and CPU costs; rates are higher-better
-
-
 def is_peer(name: str) -> bool:
     """A system Jobconsole is compared with (not one of its own rows, nor a baseline's)."""
     return not name.startswith("jobconsole")
-
-
-def ratios(results: list[dict[str, Any]], peers: list[str], ours: str = "jobconsole") -> str:
-    """Jobconsole's figure against the best peer's in this run (>1x = Jobconsole is better)."""
-    others = [p for p in peers if is_peer(p)]
-    if ours not in peers or not others:
-        return ""
-    lines = [f"{ours} vs the best peer in this run (speedup > 1 = {ours} is better):"]
-    for header, mode, workers, field, digits in TABLE_COLUMNS:
-        if header not in COMPARED:
-            continue
-        higher_is_better = not field.endswith(LOWER_IS_BETTER)
-        mine = pick(results, ours, mode, workers).get(field)
-        theirs = [(pick(results, p, mode, workers).get(field), p) for p in others]
-        theirs = [(v, p) for v, p in theirs if isinstance(v, (int, float)) and v > 0]
-        if not isinstance(mine, (int, float)) or not mine or not theirs:
-            continue
-        best, who = max(theirs) if higher_is_better else min(theirs)
-        speedup = mine / best if higher_is_better else best / mine
-        lines.append(f"  {header:<13} {fmt(mine, digits):>10} vs {fmt(best, digits):>10} ({who:<8})  {speedup:5.2f}x")
-    return "\n".join(lines)
 
 
 def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
@@ -457,24 +615,6 @@ def scaling(results: list[dict[str, Any]], peers: list[str]) -> str:
             )
         lines.append(line)
     return "\n".join(lines) if len(lines) > 1 else ""
-
-
-def pickup_rounds(results: list[dict[str, Any]], peers: list[str], ours: str = "jobconsole") -> str:
-    """Each latency round's p50, ours against the best peer of the same round: an idle pick-up differs by a
-    few hundredths of a millisecond between the fastest systems, less than one round's spread on this VM."""
-    mine = pick(results, ours, "latency", 1).get("round_p50_ms") or []
-    others = [(p, pick(results, p, "latency", 1).get("round_p50_ms") or []) for p in peers if is_peer(p)]
-    others = [(p, r) for p, r in others if len(r) == len(mine)]
-    if len(mine) < 2 or not others:
-        return ""
-    lines = [f"pick-up p50 by round (ms; the peers took turns), {ours} against the best peer of each round:"]
-    ahead = 0
-    for i, p50 in enumerate(mine):
-        best, who = min((r[i], p) for p, r in others)
-        ahead += p50 < best
-        lines.append(f"  round {i + 1}: {p50:5.2f} vs {best:5.2f} ({who})")
-    lines.append(f"  {ours} lower in {ahead} of {len(mine)} rounds")
-    return "\n".join(lines)
 
 
 def pickup_path(results: list[dict[str, Any]], peers: list[str]) -> str:
@@ -541,15 +681,30 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--jobs", type=int, help=f"jobs per enqueue/throughput run (default {FULL_JOBS})")
     p.add_argument("--samples", type=int, help=f"latency samples (default {FULL_SAMPLES})")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS} jobs and {QUICK_SAMPLES} latency samples")
-    p.add_argument("--repeat", type=int, default=1, help="runs of each rate (enqueue, throughput); the best is kept")
+    p.add_argument(
+        "--repeat", type=int, default=1,
+        help="runs of each measurement, the systems taking turns; tables give the median and min-max",
+    )  # fmt: skip
+    p.add_argument(
+        "--contended", action="store_true",
+        help="after the quiet run, the same again with one CPU-bound process pinned to one core throughout",
+    )  # fmt: skip
+    p.add_argument("--bulk", action="store_true", help="also measure each system's bulk enqueue")
+    p.add_argument("--report", metavar="PEERS_JSON", help="print the tables of an earlier peers.json; run nothing")
+    p.add_argument(
+        "--jc-row", action="append", default=[], metavar="NAME=WORKER[;SERVICE]",
+        help="an extra Jobconsole row 'jobconsole-NAME' given as command lines: the worker's `manage.py ...` "
+        "({processes}: it runs N processes itself, else N copies run) and the process beside it, e.g. "
+        "'procs=manage.py runworker --processes {processes} --no-system-worker'",
+    )  # fmt: skip
     p.add_argument(
         "--latency-rounds", type=int,
         help="latency runs of each peer, taking turns; all their samples are pooled (default: --repeat)",
     )  # fmt: skip
     p.add_argument(
-        "--payload", default="small,1kb",
+        "--payload", default="130b",
         help=f"the jobs' parameters, the same for every system: {'|'.join(PAYLOAD_NAMES)}, or a comma list to "
-        "measure each in turn (default: small,1kb: both)",
+        "measure each in turn (default: 130b, issue 31's dict of about 130 bytes)",
     )  # fmt: skip
     p.add_argument(
         "--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""),
@@ -646,21 +801,39 @@ def use_database(peers: list[str], url: str) -> list[str]:
     return peers
 
 
-def ensure_ready(peers: list[str], no_setup: bool) -> None:
-    if not no_setup and any(PEERS[n].python in (VENV_A, VENV_B) for n in peers):
+def foreign_runtime_missing(name: str) -> str:
+    """What a peer in another language lacks here ('' when it can run)."""
+    if name == "sidekiq" and not shutil.which("sidekiq"):
+        return "no sidekiq command (Debian: ruby-sidekiq; bench/setup_peers.sh installs it)"
+    if name == "bullmq" and not (shutil.which("node") and (VAR / "node" / "node_modules" / "bullmq").exists()):
+        return "no node or no var/bench/node/node_modules/bullmq (bench/setup_peers.sh: npm ci)"
+    return ""
+
+
+def ensure_ready(peers: list[str], no_setup: bool, explicit: bool) -> list[str]:
+    """Set the peers up (bench/setup_peers.sh) and return those that can run: a peer named with --peers that
+    cannot is an error, one of the default set is skipped with a note."""
+    if not no_setup and any(PEERS[n].python in (VENV_A, VENV_B) or n in ("sidekiq", "bullmq") for n in peers):
         subprocess.run(["bash", str(ROOT / "bench" / "setup_peers.sh")], check=True)
     missing = [n for n in peers if not PEERS[n].python.exists() or not PEERS[n].script(n).exists()]
     if missing:
         sys.exit(f"not runnable (missing venv or adapter): {', '.join(missing)}")
+    lacking = {n: why for n in peers if (why := foreign_runtime_missing(n))}
+    if lacking and explicit:
+        sys.exit("not runnable: " + "; ".join(f"{n}: {why}" for n, why in lacking.items()))
+    for name, why in lacking.items():
+        log(f"skipping {name}: {why}")
+    return [n for n in peers if n not in lacking]
 
 
 def footer(peers: list[str], jobs: int, samples: int, repeat: int, latency_rounds: int, duration_s: float) -> str:
     caps = [f"{n} {c:,}" for n in peers if (c := PEERS[n].max_throughput_jobs) and c < jobs]
     return (
-        f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; best of {repeat}), "
+        f"{jobs:,} jobs per run (throughput capped: {', '.join(caps) or 'none'}; median of {repeat}), "
         f"{samples} latency samples x {latency_rounds} rounds, {duration_s:.0f}s total. "
         "cmds/job = Redis commands per job for enqueue + 1-worker processing, harness bookkeeping excluded; "
-        "redis µs/job = Redis CPU per job while 1 worker drains (steady window); redis µs/enq = Redis CPU per "
+        "redis µs/job = Redis CPU per job while 1 worker drains (steady window; the markdown table's drain figure "
+        "is the whole phase, the mirror's catching up included); redis µs/enq = Redis CPU per "
         "job of the one-by-one enqueue; lag = the mirror's synced_at - finished_at (1 worker); "
         "cpu ms/job = 1-worker process CPU per job over the measured window (the mirror process's included); "
         "enq bulk '-' = the peer has no bulk enqueue API (reason in peers.json)."
@@ -691,13 +864,14 @@ def payload_header(payload: str, results: list[dict[str, Any]]) -> str:
     return line + " ==="
 
 
-def report(results: list[dict[str, Any]], peers: list[str], baseline: list[str]) -> None:
-    print(table(results, peers))
-    print()
+def report(results: list[dict[str, Any]], peers: list[str], title: str) -> None:
+    """The markdown tables first (docs/benchmarks.md takes them as they are), then the details."""
     sections = (
-        *(ratios(results, peers, ours=name) for name in (*HEADLINE, *baseline) if name in peers),
+        markdown_table(results, peers, title),
+        ratio_table(results, peers),
+        commands(results, peers),
+        "Details (medians of the runs):\n\n" + table(results, peers),
         scaling(results, peers),
-        *(pickup_rounds(results, peers, ours=name) for name in HEADLINE if name in peers),
         pickup_path(results, peers),
         mirror_lag(results, peers),
     )
@@ -707,58 +881,135 @@ def report(results: list[dict[str, Any]], peers: list[str], baseline: list[str])
             print()
 
 
+def add_jc_rows(specs: list[str]) -> list[str]:
+    names = []
+    for spec in specs:
+        name, sep, lines = spec.partition("=")
+        worker, _, service = lines.partition(";")
+        if not sep or not name.strip() or not worker.strip():
+            sys.exit(f"--jc-row {spec!r}: expected NAME=WORKER COMMAND[;SERVICE COMMAND]")
+        row = f"jobconsole-{name.strip()}"
+        label_text = f"Jobconsole: `{worker.strip()}`" + (f" + `{service.strip()}`" if service.strip() else "")
+        env = jc_row(worker.strip(), service.strip())
+        PEERS[row] = PeerSpec(JC_PYTHON, adapter="jobconsole", env=env, label=label_text)
+        names.append(row)
+    return names
+
+
+def uptime() -> str:
+    """The load when a table was measured (the machine may be shared): `uptime`'s line, or /proc/loadavg."""
+    out = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    return out or Path("/proc/loadavg").read_text().strip()
+
+
+@contextmanager
+def contender(enabled: bool) -> Iterator[str]:
+    """The contended variant: one CPU-bound process (a Python busy loop) pinned to the last core for the whole pass,
+    the same for every system, as a web server or another service beside the workers would be."""
+    if not enabled:
+        yield "none"
+        return
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+    try:
+        os.sched_setaffinity(proc.pid, {core})
+        log(f"contender: busy loop pid {proc.pid} pinned to CPU {core}")
+        yield f"one CPU-bound process (a Python busy loop) pinned to CPU {core}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> int:
     args = parse_args()
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        print_report(saved["results"], saved["meta"])
+        return 0
     exit_on_sigterm()
     jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
     samples = args.samples or (QUICK_SAMPLES if args.quick else FULL_SAMPLES)
     latency_rounds = args.latency_rounds or args.repeat
     payloads = parse_payloads(args.payload)
+    if args.bulk:
+        PLAN.insert(1, ("enqueue_bulk", 0))
+    extra = add_jc_rows(args.jc_row)
     baseline, notes = add_baseline(args.baseline) if args.baseline else ([], [])
     peers = select_peers(args.peers)
-    peers = list(dict.fromkeys([*peers, *(n for n in baseline if n.split("@")[0] in peers)]))
+    peers = list(dict.fromkeys([*peers, *extra, *(n for n in baseline if n.split("@")[0] in peers)]))
     peers = use_database(peers, args.database_url)
-    baseline = [n for n in baseline if n in peers]
     for note in notes:
         log(note)
-    ensure_ready(peers, args.no_setup)
+    peers = ensure_ready(peers, args.no_setup, explicit=bool(args.peers))
+    variants = ["quiet", "contended"] if args.contended else ["quiet"]
+    command = shlex.join(["bench/run_peers.py", *sys.argv[1:]])
     meta: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": command,
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
         "jobs": jobs,
         "latency_samples": samples,
-        "throughput_repeats": args.repeat,
+        "repeats": args.repeat,
         "latency_rounds": latency_rounds,
         "payloads": payloads,
+        "variants": variants,
         "peers": peers,
         "redis": args.redis_url or f"private redis-server {redis_version(args.redis_server)} ({args.appendfsync})",
         "notes": notes,
+        "uptime": {},
     }
     t0 = time.monotonic()
-    by_payload: dict[str, list[dict[str, Any]]] = {}
+    by_pass: dict[tuple[str, str], list[dict[str, Any]]] = {}
     redis_ctx = external_redis(args.redis_url) if args.redis_url else private_redis(args.redis_server, args.appendfsync)
     with redis_ctx as url:
-        for payload in payloads:
-            log(f"payload {payload}")
-            os.environ["BENCH_PAYLOAD"] = payload  # every adapter and its workers inherit it
-            results = run_all(peers, url, jobs, samples, args.repeat, latency_rounds)
-            for r in results:
-                if r.get("ok") and r.get("payload") is None:  # an older adapter (--baseline)
-                    r["payload_ignored"] = True
-                r["payload"] = payload
-            by_payload[payload] = results
+        for variant in variants:
+            with contender(variant == "contended") as contention:
+                meta[f"{variant}_contention"] = contention
+                for payload in payloads:
+                    key = f"{variant}/{payload}"
+                    meta["uptime"][f"{key} start"] = uptime()
+                    log(f"{variant}, payload {payload}; {meta['uptime'][f'{key} start']}")
+                    os.environ["BENCH_PAYLOAD"] = payload  # every adapter and its workers inherit it
+                    results = run_all(peers, url, jobs, samples, args.repeat, latency_rounds)
+                    for r in results:
+                        if r.get("ok") and r.get("payload") is None:  # an older adapter (--baseline)
+                            r["payload_ignored"] = True
+                        r.update(payload=payload, variant=variant)
+                    by_pass[(variant, payload)] = results
+                    meta["uptime"][f"{key} end"] = uptime()
+                    meta["duration_s"] = round(time.monotonic() - t0, 1)
+                    write_results([r for rs in by_pass.values() for r in rs], meta)  # kept if a later pass fails
     meta["duration_s"] = round(time.monotonic() - t0, 1)
-    write_results([r for results in by_payload.values() for r in results], meta)
-    for payload, results in by_payload.items():
-        print(payload_header(payload, results))
+    everything = [r for results in by_pass.values() for r in results]
+    write_results(everything, meta)
+    print_report(everything, meta)
+    return 0 if all(r.get("ok") for r in everything) else 1
+
+
+def print_report(everything: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Every pass's tables, from the results as run (or as read back from peers.json with --report)."""
+    peers, repeat = meta["peers"], meta["repeats"]
+    print(f"Command: `{meta['command']}` ({meta['redis']}, {meta['jobs']:,} jobs a run, ", end="")
+    print(f"{meta['latency_samples']} pick-up samples a round)")
+    print(f"Machine: {meta['host']}, {meta['cpus']} CPUs, {meta['platform']}; started {meta['started']}")
+    by_pass: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in everything:
+        by_pass.setdefault((r.get("variant", "quiet"), r["payload"]), []).append(r)
+    for (variant, payload), results in by_pass.items():
         print()
-        report(results, peers, baseline)
-    for note in notes:
+        print(payload_header(payload, results).replace("===", f"=== {variant}:", 1))
+        load = meta["uptime"]
+        print(f"load: {load.get(f'{variant}/{payload} start')} (start); {load.get(f'{variant}/{payload} end')} (end)")
+        if variant == "contended":
+            print(f"contention: {meta['contended_contention']}")
+        print()
+        runs = f"median (min{DASH}max) of {repeat} runs" if repeat > 1 else "1 run"
+        report(results, peers, f"{variant.capitalize()}, {meta['started'][:10]}, {runs}")
+    for note in meta["notes"]:
         print(f"note: {note}")
-    print(footer(peers, jobs, samples, args.repeat, latency_rounds, meta["duration_s"]))
-    return 0 if all(r.get("ok") for results in by_payload.values() for r in results) else 1
+    print(footer(peers, meta["jobs"], meta["latency_samples"], repeat, meta["latency_rounds"], meta["duration_s"]))
 
 
 if __name__ == "__main__":

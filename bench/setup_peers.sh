@@ -3,7 +3,8 @@
 #
 #   var/bench/venv-a: huey, dramatiq, celery, rq   (bench/requirements-peers-a.txt)
 #   var/bench/venv-b: arq, saq                     (bench/requirements-peers-b.txt)
-#   var/bench/node:   bullmq, ioredis              (bench/node/package*.json; bench/workflow_peers.py)
+#   var/bench/node:   bullmq, ioredis              (bench/node/package*.json; run_peers.py, workflow_peers.py)
+#   Debian's ruby-sidekiq (Sidekiq 6.4.1, Ruby 3.1) with apt-get when `sidekiq` is missing (run_peers.py)
 #
 # Two venvs because arq and saq cap redis-py below the version celery needs.
 # Idempotent: a venv is rebuilt only when its requirements file or the Python
@@ -90,6 +91,25 @@ setup_node() {
     log "node: installed bullmq $(node -p 'require("'"$dir"'/node_modules/bullmq/package.json").version')"
 }
 
+# Sidekiq for run_peers.py: Debian's package (Ruby, ruby-redis and connection_pool come with it), so that no gem is
+# fetched from rubygems.org. Installing needs root; without it the sidekiq row is reported as not runnable.
+setup_sidekiq() {
+    if command -v sidekiq >/dev/null && ruby -e 'require "sidekiq"' 2>/dev/null; then
+        log "sidekiq: $(ruby -e 'require "sidekiq"; print Sidekiq::VERSION') installed, skipping"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        log "sidekiq: not installed and no apt-get; install Sidekiq 6.4 (Debian: ruby-sidekiq) for run_peers.py's row"
+        return
+    fi
+    local sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    log "sidekiq: apt-get install ruby-sidekiq"
+    $sudo apt-get install -y --no-install-recommends ruby-sidekiq >&2 \
+        || { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends ruby-sidekiq >&2; } \
+        || log "sidekiq: apt-get failed; run_peers.py's sidekiq row will not run"
+}
+
 main() {
     local python
     python="$(find_python)"
@@ -100,6 +120,7 @@ main() {
     setup_venv "$python" venv-a "$ROOT/bench/requirements-peers-a.txt"
     setup_venv "$python" venv-b "$ROOT/bench/requirements-peers-b.txt"
     setup_node
+    setup_sidekiq
     log "done"
 }
 

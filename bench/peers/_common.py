@@ -5,7 +5,7 @@ Each adapter runs under its peer's own venv python and defines a ``PEER``
 rest, identically for every peer:
 
 * the CLI (``--redis-url --jobs --workers --mode``) and the one-line JSON result,
-* the task-side bookkeeping (one INCR per job, timestamps pushed to a list),
+* the task-side bookkeeping (one INCR per job; the two marked jobs one SET of a timestamp),
 * starting the peer's real worker CLI and always killing it afterwards,
 * the four measurements (enqueue_single, enqueue_bulk, throughput, latency),
 * the jobs' parameters (``PAYLOAD``, chosen with BENCH_PAYLOAD): the same for every peer.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import functools
 import importlib
 import json
@@ -28,6 +29,7 @@ import logging
 import os
 import random
 import resource
+import shlex
 import signal
 import statistics
 import subprocess
@@ -45,10 +47,11 @@ import redis
 PEERS_DIR = Path(__file__).resolve().parent
 DEFAULT_LOG_DIR = PEERS_DIR.parent.parent / "var" / "bench" / "logs"
 
-# Harness keys live outside every peer's namespace.
+# Harness keys live outside every peer's namespace (bench/peers/sidekiq_bench.rb and bullmq_bench.js use the same).
 COUNTER_KEY = "bench:counter"
-MARKS_KEY = "bench:marks"
+MARK_PREFIX = "bench:mark:"  # + the completion count; its value the time the task stamped
 LATENCY_KEY = "bench:latency"
+MARK_POLL_S = 0.005  # how often the harness looks for the marks (a stamp is taken in the task, not here)
 
 # Environment passed to worker processes (they import the adapter module).
 ENV_URL = "BENCH_REDIS_URL"
@@ -62,6 +65,9 @@ TASK_SLEEP_S = float(os.environ.get(ENV_TASK_SLEEP_MS) or 0) / 1000
 # adds t_enq). The same dicts for every system; BENCH_PAYLOAD picks one (run_peers.py --payload).
 ENV_PAYLOAD = "BENCH_PAYLOAD"
 PAYLOADS: dict[str, dict[str, Any]] = {
+    # What issue 31 measured with: one dict of about 130 bytes of JSON. Over 64 bytes a value leaves Redis's
+    # compact (listpack) hash encoding, so a system storing the parameters in a hash pays what users pay.
+    "130b": {"i": 48213, "pad": "abcdefghij" * 10, "n": 20000},
     "none": {},
     "small": {"user_id": 48213, "email": "ada@example.com", "plan": "pro"},
     # About 1 KB of JSON: an order as a shop's task would get it. No key is an option name of any peer's
@@ -93,7 +99,7 @@ PAYLOADS: dict[str, dict[str, Any]] = {
         ),
     },
 }
-PAYLOAD_NAME = os.environ.get(ENV_PAYLOAD) or "small"
+PAYLOAD_NAME = os.environ.get(ENV_PAYLOAD) or "130b"
 if PAYLOAD_NAME not in PAYLOADS:
     raise SystemExit(f"{ENV_PAYLOAD}={PAYLOAD_NAME!r}: not one of {', '.join(PAYLOADS)}")
 PAYLOAD: dict[str, Any] = PAYLOADS[PAYLOAD_NAME]
@@ -149,7 +155,7 @@ def record_job(client: redis.Redis, t_enq: float | None) -> None:
     """The benchmark task body: a no-op plus one INCR of bookkeeping.
 
     Latency probes (t_enq given) push their pick-up delay instead; the
-    throughput run's two marker completions also push a timestamp.
+    throughput run's two marked completions also SET a timestamp.
     """
     started = time.time()
     if t_enq is not None:
@@ -159,7 +165,7 @@ def record_job(client: redis.Redis, t_enq: float | None) -> None:
         time.sleep(TASK_SLEEP_S)
     done = client.incr(COUNTER_KEY)
     if done in _marks():
-        client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
+        client.set(f"{MARK_PREFIX}{done}", repr(time.time()))
 
 
 async def record_job_async(client: Any, t_enq: float | None) -> None:
@@ -172,12 +178,16 @@ async def record_job_async(client: Any, t_enq: float | None) -> None:
         await asyncio.sleep(TASK_SLEEP_S)
     done = await client.incr(COUNTER_KEY)
     if done in _marks():
-        await client.rpush(MARKS_KEY, f"{done} {time.time()!r}")
+        await client.set(f"{MARK_PREFIX}{done}", repr(time.time()))
 
 
 # --------------------------------------------------------------------------
 # Adapter side: what each peer module provides.
 # --------------------------------------------------------------------------
+
+
+# Enqueue n jobs; None, or (elapsed s, producer CPU s) when a producer process of the peer's language timed itself.
+Enqueue = Callable[[int], tuple[float, float] | None]
 
 
 @dataclass(frozen=True)
@@ -186,11 +196,11 @@ class Peer:
 
     name: str
     version: str
-    enqueue_single: Callable[[int], None]  # enqueue n jobs, one API call each
-    enqueue_probe: Callable[[], None]  # enqueue one latency job, stamped just before the call
+    enqueue_single: Enqueue  # enqueue n jobs, one API call each
+    enqueue_probe: Callable[[], float | None]  # enqueue one latency job, stamped just before the call
     worker_commands: Callable[[int], list[list[str]]]  # argv per OS process for N workers
     config: Callable[[int], dict[str, Any]]  # settings reported in the JSON "config"
-    enqueue_bulk: Callable[[int], None] | None = None  # None: the peer has no bulk API
+    enqueue_bulk: Enqueue | None = None  # None: the peer has no bulk API
     bulk_api: str = ""  # which call enqueue_bulk uses, and whether it batches round trips
     # Processes that run for the whole measurement beside the workers (Jobconsole's database mirror): started
     # before anything is enqueued, their process groups' CPU counted with the workers'. `prepare` runs first
@@ -226,6 +236,83 @@ class AsyncRunner:
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
+
+
+class ForeignProducer:
+    """The producer of a peer in another language (Ruby's Sidekiq::Client, Node's BullMQ Queue): one process,
+    started before the measurement, driven line by line over its stdin. `enqueue N` (N calls, one job each),
+    `bulk N` and `probe` (stamp the time, enqueue one latency job) are each answered with one JSON line; the
+    producer times its own calls and CPU, so the pipe is not charged to the peer. It gets the Redis URL and the
+    jobs' parameters (BENCH_PAYLOAD_JSON) in its environment, and exits when its stdin closes."""
+
+    def __init__(self, argv: list[str], log_name: str, env: dict[str, str] | None = None) -> None:
+        self.argv, self.log_name, self.env = argv, log_name, env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = DEFAULT_LOG_DIR / f"{log_name}-producer.log"
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.env, ENV_URL: redis_url(), "BENCH_PAYLOAD_JSON": json.dumps(PAYLOAD)}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=PEERS_DIR, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+            )
+        atexit.register(self.stop)
+        self._reply()  # {"ready": true} once connected
+
+    def stop(self) -> None:
+        """Close its stdin (it exits on that), killing it if it has not within a few seconds."""
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            tail = self.log_path.read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"producer {shlex.join(self.argv)} exited; log tail:\n{tail}")
+        return cast(dict[str, Any], json.loads(line))
+
+    def ask(self, command: str) -> dict[str, Any]:
+        self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def enqueue(self, n: int) -> tuple[float, float]:
+        r = self.ask(f"enqueue {n}")
+        return float(r["elapsed_s"]), float(r["cpu_s"])
+
+    def bulk(self, n: int) -> tuple[float, float]:
+        r = self.ask(f"bulk {n}")
+        return float(r["elapsed_s"]), float(r["cpu_s"])
+
+    def probe(self) -> float:
+        return float(self.ask("probe")["call_s"])
+
+    def peer(self, name: str, version: str, bulk_api: str, **rest: Any) -> Peer:
+        """The Peer whose enqueues are this producer's, started before each measurement."""
+        return Peer(
+            name=name,
+            version=version,
+            enqueue_single=self.enqueue,
+            enqueue_probe=self.probe,
+            enqueue_bulk=self.bulk,
+            bulk_api=bulk_api,
+            prepare=self.start,
+            **rest,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -406,26 +493,33 @@ def wait_for_marks(
     log_stem: Path,
     on_mark: Callable[[int], None] | None = None,
 ) -> dict[int, float]:
-    """Block on the marks list until every wanted completion has reported; `on_mark(k)` runs as each arrives.
+    """Wait until every wanted completion has stamped its mark; `on_mark(k)` runs as each appears.
 
-    Between marks the counter is polled once a second to detect a stall.
+    The marks are polled every few ms (one MGET, the same for every peer); the counter tells a stall apart.
     """
     got: dict[int, float] = {}
-    last_count, last_change = -1, time.monotonic()
-    while not want <= got.keys():
-        item = blpop(client, MARKS_KEY, 1)
-        if item is not None:
-            done, ts = item[1].split()
-            got[int(done)] = float(ts)
-            if on_mark is not None:
-                on_mark(int(done))
-            continue
-        count = int(cast("str | None", client.get(COUNTER_KEY)) or 0)
-        if count != last_count:
-            last_count, last_change = count, time.monotonic()
-        elif time.monotonic() - last_change > STALL_TIMEOUT_S:
-            raise RuntimeError(f"no progress for {STALL_TIMEOUT_S:.0f}s at {count} jobs")
-        check_alive(procs, log_stem)
+    pending = sorted(want)
+    last_count, last_change, last_check = -1, time.monotonic(), time.monotonic()
+    while pending:
+        stamps = cast("list[str | None]", client.mget([f"{MARK_PREFIX}{k}" for k in pending]))
+        for k, stamp in zip(list(pending), stamps, strict=True):
+            if stamp is not None:
+                got[k] = float(stamp)
+                pending.remove(k)
+                if on_mark is not None:
+                    on_mark(k)
+        if not pending:
+            break
+        now = time.monotonic()
+        if now - last_check >= 1.0:
+            last_check = now
+            count = int(cast("str | None", client.get(COUNTER_KEY)) or 0)
+            if count != last_count:
+                last_count, last_change = count, now
+            elif now - last_change > STALL_TIMEOUT_S:
+                raise RuntimeError(f"no progress for {STALL_TIMEOUT_S:.0f}s at {count} jobs")
+            check_alive(procs, log_stem)
+        time.sleep(MARK_POLL_S)
     return got
 
 
@@ -485,15 +579,17 @@ class Run:
             result["service_cpu_ms_per_job"] = round((process_groups_cpu(pgids(self.services)) - cpu0) * 1000 / jobs, 3)
         return result
 
-    def timed_enqueue(self, enqueue: Callable[[int], None], jobs: int) -> dict[str, Any]:
+    def timed_enqueue(self, enqueue: Enqueue, jobs: int) -> dict[str, Any]:
         window, cpu = CmdWindow(self.client), CpuMeter(self.client)
         window.start()
         cpu.start()
-        t0 = time.perf_counter()
-        enqueue(jobs)
-        elapsed = time.perf_counter() - t0
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        reported = enqueue(jobs)
+        elapsed, producer_cpu = time.perf_counter() - t0, time.process_time() - cpu0
         redis_cpu = cpu.redis_s()
         cmds = window.stop()
+        if reported is not None:  # a producer process of the peer's own language timed itself
+            elapsed, producer_cpu = reported
         return {
             "jobs_per_s": round(jobs / elapsed, 1),
             "elapsed_s": round(elapsed, 3),
@@ -501,6 +597,8 @@ class Run:
             # Redis's CPU (INFO cpu) over the enqueue loop per job: with a service running (the mirror), its
             # reads of what the enqueue wrote count too.
             "redis_cpu_us_per_enqueue": round(redis_cpu * 1e6 / jobs, 1),
+            # The producer's own CPU per call (user + system): what a web request pays to enqueue a job.
+            "producer_cpu_us_per_enqueue": round(producer_cpu * 1e6 / jobs, 1),
         }
 
     def enqueue_single(self) -> dict[str, Any]:
@@ -548,6 +646,9 @@ class Run:
             redis_cpu = cpu.redis_s()
             worker_cmds = window.stop()
             settled = self.settle(jobs, service_cpu0)  # the workers still run, as they would
+            # The drain phase's Redis CPU: from the workers' start until the last job, and until the mirror (if
+            # any) has read every job, so that its reads count as the issue's "Redis work per job" does.
+            drain_redis_cpu = cpu.redis_s()
         finally:
             stop_workers(procs)
         worker_cpu = cpu.children_s()
@@ -566,9 +667,11 @@ class Run:
             "worker_cmds_per_job": round(peer_worker_cmds, 2),
             "enqueue_jobs_per_s": enq["jobs_per_s"],
             "enqueue_redis_cpu_us_per_job": enq["redis_cpu_us_per_enqueue"],
+            "enqueue_producer_cpu_us_per_job": enq["producer_cpu_us_per_enqueue"],
             # CPU per job while processing; worker CPU includes its start-up (the worker CLIs only).
             "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 3),
             "redis_cpu_us_per_job": round(redis_cpu * 1e6 / jobs, 1),
+            "drain_redis_cpu_us_per_job": round(drain_redis_cpu * 1e6 / jobs, 1),
             # The same window as the rate (from the N/100-th completion to the N-th), without start-up: the
             # cores the run kept busy (workers, services + Redis) and its CPU per job. Snapshots are taken as
             # the marks arrive, a little after they were stamped, which the long window makes negligible.
@@ -635,8 +738,8 @@ class Run:
         for i in range(samples):
             time.sleep(rng.uniform(*LATENCY_GAP_S))
             called = time.perf_counter()
-            self.peer.enqueue_probe()
-            calls.append((time.perf_counter() - called) * 1000.0)
+            reported = self.peer.enqueue_probe()
+            calls.append((time.perf_counter() - called if reported is None else reported) * 1000.0)
             item = blpop(self.client, LATENCY_KEY, 30)
             if item is None:
                 check_alive(procs, self.log_stem)

@@ -11,6 +11,10 @@ JOBCONSOLE_BENCH_VARIANT picks what runs beside Redis (run_peers.py names the ro
 - ``thread`` (row ``jobconsole+thread``): a plain ``manage.py runworker --queues bench`` with the mirror in a thread
   of the worker (JOBCONSOLE_MIRROR_IN_WORKER=1): what a lone runworker does.
 
+A row can also be given as command lines (run_peers.py --jc-row): JOBCONSOLE_BENCH_WORKER_CMD, a ``manage.py ...``
+command line (``--queues bench`` appended; with ``{processes}`` in it, one such command runs N processes, else N
+copies run), and JOBCONSOLE_BENCH_SERVICE_CMD, the process beside them (``manage.py runmirror``; empty: none).
+
 With a mirror, each run waits until the database holds every job completed and reports the mirror's lag.
 """
 
@@ -46,6 +50,9 @@ VARIANT = os.environ.get("JOBCONSOLE_BENCH_VARIANT") or (
 )
 if VARIANT not in VARIANTS:
     raise SystemExit(f"JOBCONSOLE_BENCH_VARIANT={VARIANT!r}: not one of {', '.join(VARIANTS)}")
+WORKER_CMD = os.environ.get("JOBCONSOLE_BENCH_WORKER_CMD", "")  # empty: the VARIANT's
+SERVICE_CMD = os.environ.get("JOBCONSOLE_BENCH_SERVICE_CMD")  # unset: the VARIANT's; empty: none
+PROCESSES = "{processes}"  # in WORKER_CMD: the command runs that many worker processes itself
 DATABASE_URL = os.environ.get("JOBCONSOLE_BENCH_DATABASE_URL", "")
 CONCURRENCY = os.environ.get("JOBCONSOLE_BENCH_CONCURRENCY", "")  # unset: runworker's own default
 SPIN_US = int(os.environ.get("JOBCONSOLE_CLIENT_SPIN_US", DEFAULT_SPIN_US))  # as the Django setting reads it
@@ -111,9 +118,19 @@ def without_option(argv: list[str], option: str) -> list[str]:
     return out
 
 
-def worker_argv() -> list[str]:
+def command_line(line: str) -> list[str]:
+    """A `manage.py ...` command line of a --jc-row, run with this venv's python and this checkout's manage.py."""
+    argv = shlex.split(line)
+    if not argv or Path(argv[0]).name != "manage.py":
+        raise SystemExit(f"not a 'manage.py ...' command line: {line!r}")
+    return [sys.executable, str(ROOT / "manage.py"), *argv[1:]]
+
+
+def worker_argv(processes: int = 1) -> list[str]:
     """The worker's command, serving only the benchmark's queue."""
-    if VARIANT == "thread":
+    if WORKER_CMD:
+        argv = command_line(WORKER_CMD.replace(PROCESSES, str(processes)))
+    elif VARIANT == "thread":
         argv = [sys.executable, str(ROOT / "manage.py"), "runworker"]
     else:
         argv = manage_command(procfile()["worker"])
@@ -127,7 +144,9 @@ def worker_argv() -> list[str]:
 
 
 def mirror_argv() -> list[str] | None:
-    """The Procfile's mirror process, for the defaults (None if the Procfile has none)."""
+    """The Procfile's mirror process, for the defaults (None if the Procfile has none), or the row's service."""
+    if SERVICE_CMD is not None:
+        return command_line(SERVICE_CMD) if SERVICE_CMD.strip() else None
     if VARIANT != "defaults" or "mirror" not in procfile():
         return None
     return manage_command(procfile()["mirror"])
@@ -255,6 +274,8 @@ def enqueue_bulk(n: int) -> None:
 
 
 def worker_commands(workers: int) -> list[list[str]]:
+    if PROCESSES in WORKER_CMD:
+        return [worker_argv(workers)]
     return [worker_argv() for _ in range(workers)]
 
 
@@ -282,7 +303,7 @@ def config(workers: int) -> dict[str, Any]:
         where = "none (--no-mirror; the event stream is still written)"
     return {
         "variant": VARIANT,
-        "worker_cmd": f"{workers} x {display(worker_argv())}",
+        "worker_cmd": " + ".join(display(argv) for argv in worker_commands(workers)),
         "mirror": where,
         "database": database_label(),
         "log_level": "WARNING",
