@@ -9,6 +9,7 @@ import redis
 from jobconsole.core import Client, JobState, TaskRegistry, Worker
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
+from jobconsole.core.queries.events import events_of
 from jobconsole.core.results import Ack, Beat, Lease, decode_lease
 from tests.helpers import claim, complete, heartbeat, wait_for, worker_in_thread
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
@@ -41,7 +42,8 @@ def test_an_idle_worker_is_handed_the_job_by_the_enqueue_itself(
         assert result.state is JobState.RUNNING  # leased to the worker inside the enqueue
         job = wait_for(lambda: (j := client.get(result.id)).state is JobState.COMPLETED and j)
         assert job.worker == worker.id and job.attempts == 1 and job.result == 7
-        events = [e["event"] for _, e in r.xrange(K.events) if e["job"] == result.id]
+        entries = r.xrange(K.events)
+        events = [e.fields["event"] for i, f in entries for e in events_of("q", i, f) if e.fields["job"] == result.id]
         assert events == ["enqueued", "started", "completed"]
         assert r.zcard(K.ready) == 0 and r.llen(K.wake) == 0  # never went through the ready set
     assert r.zcard(K.idle) == 0 and not r.exists(K.inbox(worker.id))  # left nothing behind
