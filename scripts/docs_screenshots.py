@@ -25,6 +25,8 @@ SHOTS = [
     ("tasks.png", "/tasks/", False, False),
     ("workers.png", "/workers/", False, False),
     ("flow-control.png", "/flow/", False, False),
+    ("queue.png", "/queues/default/", False, False),
+    ("workflows.png", "/workflows/", False, False),
 ]
 # On a phone (390 x 844): the folded navigation, stacked table rows, charts without plotly's toolbar.
 PHONE_SHOTS = [
