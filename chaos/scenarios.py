@@ -887,6 +887,7 @@ def workflows(ctx: Ctx) -> None:
                  Step("right", spec(f"{w}.right"), after=["top"]),
                  Step("bottom", spec(f"{w}.bottom"), after=["left", "right"])]  # fmt: skip
         workflow_id, deadline = new_job_id(), time.monotonic() + 60
+        sent_at = time.time()  # a lower bound of every step's start (one may start before the call returns)
         while True:
             try:
                 made = ctx.client.enqueue_workflow(steps, name=w, id=workflow_id)
@@ -900,7 +901,7 @@ def workflows(ctx: Ctx) -> None:
         for s in steps:
             parents[ids[s.name]] = [ids[p] for p in s.parents()]
         made_ids.extend(ids.values())
-        ctx.ledger.accept([Accepted(job_id, "chaos.work", "completed", time.time()) for job_id in ids.values()])
+        ctx.ledger.accept([Accepted(job_id, "chaos.work", "completed", sent_at) for job_id in ids.values()])
 
     creator = threading.Thread(target=lambda: [create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
     creator.start()
