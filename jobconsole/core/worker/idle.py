@@ -17,6 +17,7 @@ from jobconsole.core.worker.watch import Watch
 
 LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
 GROUP_WAIT_S = 0.05  # a full group's: see wait()
+WATCH_WAIT_S = 2 * LONGEST_BLOCK_S  # the watch thread's pop ends (and wakes us) first
 FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
 
 
@@ -67,10 +68,15 @@ class IdleWait:
             timeout = min(timeout, max(0.001, (exchange.next_due_ms - exchange.redis_now_ms) / 1000))
         if self._running or self._watch.outstanding:
             # An outcome may come first: the pop goes on on the watch thread, which wakes us when it ends (the
-            # dispatch loop then takes what it brought, once it has seen a stop or quiet request).
+            # dispatch loop then takes what it brought, once it has seen a stop or quiet request). Our own wait
+            # outlasts the pop, lest each pop cost two claims, but not a job falling due (a pop out may have begun
+            # before the claim that told of it).
             self._watch.begin(self._identity, timeout)
-            starving = self._threads.backlog() > 0 and self._threads.active < self._concurrency
-            exchange.wait_for_results(STARVED_AFTER_S if starving else LONGEST_BLOCK_S)  # see ThreadPacer.starved
+            if self._threads.backlog() > 0 and self._threads.active < self._concurrency:
+                timeout = STARVED_AFTER_S  # see ThreadPacer.starved
+            elif timeout >= LONGEST_BLOCK_S:
+                timeout = WATCH_WAIT_S
+            exchange.wait_for_results(timeout)
             return
         # A task thread blocks instead of this one and runs a handed job itself: waking this thread and then
         # a task thread would put a second wake-up before the task starts.
