@@ -15,7 +15,7 @@ from jobconsole.core.execution import Outcome, RunningJob, run_sync
 class TaskThreads:
     """The threads that run sync tasks; only the first `active` of them take jobs."""
 
-    def __init__(self, count: int, results: "queue.SimpleQueue[Outcome]", name: str = "jc-task") -> None:
+    def __init__(self, count: int, results: "queue.SimpleQueue[Outcome | None]", name: str = "jc-task") -> None:
         self._jobs: queue.SimpleQueue[RunningJob | Callable[[], None] | None] = queue.SimpleQueue()
         self._results = results
         self._active = count

@@ -38,12 +38,14 @@ class Controls:
         if control == STOP and not self._stop.count:
             log.warning("worker=%s stop requested by an operator: stopping", self._worker_id)
             self._stop.count = 1  # as request_stop(): the dispatcher applies the on_shutdown policies
+            self._stop.wake()
             return True
         quiet = control == QUIET
         if quiet == self.quiet:
             return False
         log.warning("worker=%s %s by an operator", self._worker_id, "quieted" if quiet else "resumed")
         self.quiet = quiet
+        self._stop.wake()  # the dispatcher leaves the idle lists, or claims again, now
         return not quiet  # a quiet shows once in effect (quiet_step renews then)
 
     def leave_idle(self, exchange: Exchange) -> None:

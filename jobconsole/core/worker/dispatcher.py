@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import redis
 
@@ -34,6 +35,7 @@ from jobconsole.core.worker.liveness import Liveness
 from jobconsole.core.worker.registry import Registration
 from jobconsole.core.worker.shutdown import Shutdown
 from jobconsole.core.worker.stop import StopRequests
+from jobconsole.core.worker.watch import Watch
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 
@@ -103,16 +105,16 @@ class Worker:
             else None
         )
         self.running: dict[str, RunningJob] = {}  # every job leased to us and received, until its report
-        self._results: stdqueue.SimpleQueue[Outcome] = stdqueue.SimpleQueue()
+        self._results: stdqueue.SimpleQueue[Outcome | None] = stdqueue.SimpleQueue()  # None: see watch.py
         self._threads_stop = threading.Event()
         self._threads = TaskThreads(concurrency, self._results)
         self._dispatcher_ident: int | None = None  # the thread that calls run()
         self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
-        self._stop = StopRequests()
+        self._stop = StopRequests(wake=partial(self._results.put, None))
         self.controls = Controls(self._stop, self.id)  # an operator's quiet or stop (core/worker/control.py)
         self.clock = RedisClock(self.store)
         self._base_id, self._incarnation = self.id, 1  # a worker declared gone goes on as <id>~2, ~3, ...
-        self.liveness = Liveness(self.store, lambda: self.id, expiry_s=expiry)
+        self.liveness = Liveness(self.store, lambda: self.id, expiry_s=expiry, on_gone=self._stop.wake)
         self.groups = GroupClaims(
             self.store, self.identity, self.running, self._start_leased, lease_ms=group_slot_lease_ms(self.registry)
         )
@@ -121,10 +123,11 @@ class Worker:
             self.store, self.registry, self.running, self._results, self._threads, self.clock,
             self.heartbeats.from_task, worker_id=self.id, hooks=hooks, process_alive=self.liveness.fresh,
         )  # fmt: skip
+        self.watch = Watch(self.store, self.queues, self._results, self.launcher, self.groups)
         self.exchange = Exchange(
             self.store, self.identity, self.queues, self.running, self._results, self.launcher, self._threads,
-            self._pacer, self._stop, self.groups, concurrency=concurrency, max_tasks=max_tasks, burst=burst,
-            retention=self.retention, weights=queue_weights,
+            self._pacer, self._stop, self.groups, self.watch, concurrency=concurrency, max_tasks=max_tasks,
+            burst=burst, retention=self.retention, weights=queue_weights,
         )  # fmt: skip
         self.registration = Registration(
             self.store, self.clock, self.identity, self.queues, self.registry, self.running, self._threads,
@@ -132,7 +135,7 @@ class Worker:
         )  # fmt: skip
         self.idle = IdleWait(
             self.store, self.identity, self.queues, self.running, self._results, self._threads, self.launcher,
-            self.exchange, concurrency=concurrency,
+            self.exchange, self.watch, concurrency=concurrency,
         )  # fmt: skip
         self.shutdown = Shutdown(
             self._stop, self.running, self._threads, self._pacer, self.exchange, self.registration,
@@ -195,6 +198,7 @@ class Worker:
                 t.join(timeout=5)
             self.exchange.report()
             self.exchange.leave()
+            self.watch.stop()
             self._threads.stop()
             self.launcher.stop()
             self.registration.remove()
@@ -204,7 +208,7 @@ class Worker:
     def _dispatch_loop(self) -> None:
         """Report, claim and wait in turn until stopped, out of work (burst) or done with --max-tasks."""
         exchange, idle, shutdown, stop, running = self.exchange, self.idle, self.shutdown, self._stop, self.running
-        controls = self.controls
+        controls, watch = self.controls, self.watch
         backoff = 0.1
         while True:
             try:
@@ -225,6 +229,7 @@ class Worker:
                 controls.resumed()
                 if exchange.orphans_possible:
                     exchange.release_orphans()
+                watch.take()  # what the watch thread's pop brought: a job handed to us, or a wake-up
                 free = exchange.gather()
                 if exchange.report_and_claim(free):
                     backoff = 0.1

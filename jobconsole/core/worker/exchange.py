@@ -18,6 +18,7 @@ from jobconsole.core.thread_pacing import ThreadPacer
 from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.launcher import Launcher
 from jobconsole.core.worker.stop import StopRequests
+from jobconsole.core.worker.watch import Watch
 
 log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
 
@@ -68,12 +69,13 @@ class Exchange:
         identity: WorkerIdentity,
         queues: Sequence[str],
         running: dict[str, RunningJob],
-        results: "stdqueue.SimpleQueue[Outcome]",
+        results: "stdqueue.SimpleQueue[Outcome | None]",
         launcher: Launcher,
         threads: TaskThreads,
         pacer: ThreadPacer,
         stop: StopRequests,
         groups: GroupClaims,
+        watch: Watch,
         *,
         concurrency: int,
         max_tasks: int | None,
@@ -93,6 +95,7 @@ class Exchange:
         self._pacer = pacer
         self._stop = stop
         self.groups = groups
+        self._watch = watch
         self._concurrency = concurrency
         self._max_tasks = max_tasks
         self._burst = burst
@@ -112,20 +115,24 @@ class Exchange:
         collected = False
         while True:
             try:
-                self.pending.append(self._results.get_nowait())
-                collected = True
+                outcome = self._results.get_nowait()
             except stdqueue.Empty:
                 break
+            if outcome is not None:  # None: the watch's wake-up (worker/watch.py)
+                self.pending.append(outcome)
+                collected = True
         if collected:
             self._pacer.outcome_seen(time.monotonic())
 
     def wait_for_results(self, timeout: float) -> None:
-        """Wait up to `timeout` seconds for one outcome."""
+        """Wait up to `timeout` seconds for one outcome, or for the watch's pop to end."""
         try:
-            self.pending.append(self._results.get(timeout=timeout))
+            outcome = self._results.get(timeout=timeout)
         except stdqueue.Empty:
             return
-        self._pacer.outcome_seen(time.monotonic())
+        if outcome is not None:
+            self.pending.append(outcome)
+            self._pacer.outcome_seen(time.monotonic())
 
     # --- how many to claim ------------------------------------------------------------------------
 
@@ -222,6 +229,7 @@ class Exchange:
     def release_orphans(self) -> None:
         """Leave the idle workers, and give back the jobs leased to us that we never received."""
         # A claim whose reply was lost, or a job handed to our inbox while we were stopping, has no one to run it.
+        self._watch.settle()  # a job its pop brings now is given back here, not started after
         for queue in self._queues:
             held = [job_id for job_id, job in self._running.items() if job.queue == queue]
             for job_id in self._store.release_orphans(queue, self._identity, held):

@@ -1,5 +1,6 @@
 """The dispatcher's wait when it has nothing to claim: blocked on our inboxes and the queues' wake lists
-(Store.wait_for_work), so that an enqueue wakes the worker without polling."""
+(Store.wait_for_work), so that an enqueue wakes the worker without polling. While jobs run, the blocking pop is
+the watch thread's (worker/watch.py) and the dispatcher waits for their outcomes."""
 
 import queue as stdqueue
 import time
@@ -12,11 +13,12 @@ from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import STARVED_AFTER_S
 from jobconsole.core.worker.exchange import Exchange
 from jobconsole.core.worker.launcher import Launcher
+from jobconsole.core.worker.watch import Watch
 
 LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
-BUSY_BLOCK_S = 0.05  # while jobs run, so that their outcomes are collected soon after
+GROUP_WAIT_S = 0.05  # a full group's: see wait()
+WATCH_WAIT_S = 2 * LONGEST_BLOCK_S  # the watch thread's pop ends (and wakes us) first
 FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
-BEGIN_WAIT_S = 0.005
 
 
 class IdleWait:
@@ -28,10 +30,11 @@ class IdleWait:
         identity: WorkerIdentity,
         queues: Sequence[str],
         running: dict[str, RunningJob],
-        results: "stdqueue.SimpleQueue[Outcome]",
+        results: "stdqueue.SimpleQueue[Outcome | None]",
         threads: TaskThreads,
         launcher: Launcher,
         exchange: Exchange,
+        watch: Watch,
         *,
         concurrency: int,
     ) -> None:
@@ -43,6 +46,7 @@ class IdleWait:
         self._threads = threads
         self._launcher = launcher
         self._exchange = exchange
+        self._watch = watch
         self._concurrency = concurrency
         self._done: stdqueue.SimpleQueue[BaseException | None] = stdqueue.SimpleQueue()  # see _wait_in_thread
 
@@ -56,18 +60,24 @@ class IdleWait:
         if self._running and self._exchange.groups.waits_on(self._running.values()):
             # A group is full with slots of ours: the next one frees up with one of our outcomes, so wait for
             # those (a blocking pop would notice one only at its timeout).
-            self._exchange.wait_for_results(BUSY_BLOCK_S)
-            return
-        if self._running:
-            popped = self._pop_handed_off(BUSY_BLOCK_S, run_here=False)
-            if popped is not None and popped.began_event is not None:
-                # Holding the GIL for the next claim would keep the task thread just woken from beginning.
-                popped.began_event.wait(BEGIN_WAIT_S)
+            self._exchange.wait_for_results(GROUP_WAIT_S)
             return
         timeout = LONGEST_BLOCK_S
         exchange = self._exchange
         if exchange.next_due_ms >= 0:
             timeout = min(timeout, max(0.001, (exchange.next_due_ms - exchange.redis_now_ms) / 1000))
+        if self._running or self._watch.outstanding:
+            # An outcome may come first: the pop goes on on the watch thread, which wakes us when it ends (the
+            # dispatch loop then takes what it brought, once it has seen a stop or quiet request). Our own wait
+            # outlasts the pop, lest each pop cost two claims, but not a job falling due (a pop out may have begun
+            # before the claim that told of it).
+            self._watch.begin(self._identity, timeout)
+            if self._threads.backlog() > 0 and self._threads.active < self._concurrency:
+                timeout = STARVED_AFTER_S  # see ThreadPacer.starved
+            elif timeout >= LONGEST_BLOCK_S:
+                timeout = WATCH_WAIT_S
+            exchange.wait_for_results(timeout)
+            return
         # A task thread blocks instead of this one and runs a handed job itself: waking this thread and then
         # a task thread would put a second wake-up before the task starts.
         self._threads.call(partial(self._wait_in_thread, timeout))
@@ -78,7 +88,7 @@ class IdleWait:
     def _wait_in_thread(self, timeout: float) -> None:
         """A task thread's part of a fully idle wait: the blocking pop, then the handed-off job, if any."""
         try:
-            job = self._pop_handed_off(timeout, run_here=True)
+            job = self._pop_handed_off(timeout)
         except BaseException as exc:  # noqa: BLE001 - the dispatcher re-raises it
             self._done.put(exc)
             return
@@ -86,8 +96,8 @@ class IdleWait:
         if job is not None:
             self._results.put(run_sync(job))
 
-    def _pop_handed_off(self, timeout: float, *, run_here: bool) -> RunningJob | None:
-        """Block on our inboxes and the queues' wake lists; returns a job handed to us (run_here: to run here)."""
+    def _pop_handed_off(self, timeout: float) -> RunningJob | None:
+        """Block on our inboxes and the queues' wake lists; returns a sync job handed to us, to run here."""
         # An enqueue leases its job to an idle worker's inbox, or pushes a wake-up token for the dispatcher to claim.
         handed = self._store.wait_for_work(self._identity, self._queues, timeout)
         if handed is None:
@@ -95,7 +105,5 @@ class IdleWait:
         if handed.lease is None:
             self._exchange.groups.unblock()  # a wake-up: also a group slot given back (group_release)
             return None
-        job = self._launcher.start(
-            handed.queue, handed.lease, time.monotonic(), announce=not run_here, run_here=run_here
-        )
-        return job if job is not None and (not run_here or not job.task.is_async) else None
+        job = self._launcher.start(handed.queue, handed.lease, time.monotonic(), run_here=True)
+        return job if job is not None and not job.task.is_async else None

@@ -32,7 +32,7 @@ class Launcher:
         store: Store,
         tasks: TaskRegistry,
         running: dict[str, RunningJob],
-        results: "stdqueue.SimpleQueue[Outcome]",
+        results: "stdqueue.SimpleQueue[Outcome | None]",
         threads: TaskThreads,
         clock: RedisClock,
         heartbeat: Callable[[RunningJob, float | None, Any], None],

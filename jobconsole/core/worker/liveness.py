@@ -18,7 +18,9 @@ log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, 
 
 
 class Liveness:
-    def __init__(self, store: Store, worker_id: Callable[[], str], *, expiry_s: float) -> None:
+    def __init__(
+        self, store: Store, worker_id: Callable[[], str], *, expiry_s: float, on_gone: Callable[[], None] = lambda: None
+    ) -> None:
         if expiry_s < 0.3:
             raise ValueError("a worker's heartbeat expiry must be at least 0.3 s")
         self._store = store
@@ -27,6 +29,7 @@ class Liveness:
         self.every_s = expiry_s / 3
         self.gone = threading.Event()  # our id was declared gone: set here, cleared by the dispatcher's rename
         self.last_ok = time.monotonic()  # when the last beat was accepted
+        self._on_gone = on_gone  # wakes the dispatcher, which acts on `gone`
 
     def fresh(self) -> bool:
         """Our last accepted beat is recent enough (two thirds of the expiry: beats come every third) that no
@@ -47,6 +50,7 @@ class Liveness:
                 time.monotonic() - self.last_ok,
             )
             self.gone.set()
+            self._on_gone()
         return False
 
     def run(self, stop: threading.Event) -> None:

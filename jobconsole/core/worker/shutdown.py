@@ -54,6 +54,7 @@ class Shutdown:
     def request(self) -> None:
         """Stop as the first signal would."""
         self._stop.count = max(self._stop.count, 1)
+        self._stop.wake()
 
     def step(self) -> bool:
         """Apply the on_shutdown policies (once), then tell whether the worker may exit."""
@@ -95,6 +96,7 @@ class Shutdown:
                 len(self._running),
             )
             os._exit(1)
+        self._stop.wake()
         log.warning(
             "worker=%s %s: stopping (running=%d)", self._worker_id, signal.Signals(signum).name, len(self._running)
         )
