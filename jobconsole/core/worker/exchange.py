@@ -98,7 +98,7 @@ class Exchange:
         self._watch = watch
         self._concurrency = concurrency
         self._max_tasks = max_tasks
-        self._burst = burst
+        self.burst = burst  # out of work, the worker leaves (--burst)
         self._retention = retention
         self.pending: list[Outcome] = []  # collected, not yet reported (or Redis was down)
         self.processed = 0
@@ -245,7 +245,7 @@ class Exchange:
 
     def _claim_call(self, queue: str, count: int) -> Call[Claimed]:
         """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping."""
-        idle_ms = 0 if self._burst or self._stop.count else IDLE_REGISTRATION_MS
+        idle_ms = 0 if self.burst or self._stop.count else IDLE_REGISTRATION_MS
         return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms)
 
     # --- reporting outcomes -----------------------------------------------------------------------

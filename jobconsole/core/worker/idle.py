@@ -19,6 +19,9 @@ LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an 
 GROUP_WAIT_S = 0.05  # a full group's: see wait()
 WATCH_WAIT_S = 2 * LONGEST_BLOCK_S  # the watch thread's pop ends (and wakes us) first
 FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
+# A burst worker leaves once its queues are empty, and leaving waits for the watch thread's pop (Watch.settle):
+# its pops stay short so that the last job's end is not followed by a second of waiting.
+BURST_WATCH_S = 0.1
 
 
 class IdleWait:
@@ -71,7 +74,7 @@ class IdleWait:
             # dispatch loop then takes what it brought, once it has seen a stop or quiet request). Our own wait
             # outlasts the pop, lest each pop cost two claims, but not a job falling due (a pop out may have begun
             # before the claim that told of it).
-            self._watch.begin(self._identity, timeout)
+            self._watch.begin(self._identity, min(timeout, BURST_WATCH_S) if exchange.burst else timeout)
             if self._threads.backlog() > 0 and self._threads.active < self._concurrency:
                 timeout = STARVED_AFTER_S  # see ThreadPacer.starved
             elif timeout >= LONGEST_BLOCK_S:
