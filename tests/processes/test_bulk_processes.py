@@ -135,7 +135,7 @@ def test_workers_killed_and_stopped_mid_operation_leave_it_to_the_next(client, m
     wait_until(lambda: chunks_done(operation) >= 7, 60, "seven chunks", workers)
     second.send_signal(signal.SIGTERM)  # the system worker gives the job back at once, without an attempt
     assert second.wait(timeout=30) == 0, workers.logs()
-    assert chunks_done(operation) < operation.chunks
+    assert chunks_done(operation) < operation.chunks, workers.logs()
     workers.start("w3")
     wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     assert_done_exactly_once(r, ids, operation)

@@ -217,10 +217,12 @@ class Worker:
                 exchange.collect()
                 self._pace()
                 if stop.count:
-                    controls.leave_idle(exchange)
                     exchange.report_and_claim(0)
+                    # The on_shutdown policies first: leaving the idle lists waits for the watch's pop out (up to
+                    # a second), and an interrupted job must not run on meanwhile.
                     if shutdown.step():
                         return
+                    controls.leave_idle(exchange)
                     exchange.wait_for_results(0.1)
                     continue
                 if controls.quiet:
