@@ -8,13 +8,12 @@ from collections.abc import Sequence
 from functools import partial
 
 from jobconsole.core.execution import Outcome, RunningJob, run_sync
-from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import STARVED_AFTER_S
 from jobconsole.core.worker.exchange import Exchange
 from jobconsole.core.worker.launcher import Launcher
-from jobconsole.core.worker.watch import Watch
+from jobconsole.core.worker.watch import Watch, wake_pop
 
 LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
 GROUP_WAIT_S = 0.05  # a full group's: see wait()
@@ -101,17 +100,11 @@ class IdleWait:
             while (done := self._done.get()) is _WOKEN:  # bounded by the pop's timeout and the socket timeout
                 if not woken:  # the pop ends with the token (or a job it brought first, started as usual)
                     woken = True
-                    self._wake_own_pop()
+                    wake_pop(self._store, self._identity, self._queues)
         finally:
             self._idle_pop = False
         if isinstance(done, BaseException):
             raise done
-
-    def _wake_own_pop(self) -> None:
-        try:
-            self._store.wake_waiting(self._identity, self._queues[0])
-        except RETRYABLE_ERRORS:
-            pass  # the pop ends with a connection error, or at its timeout
 
     def _wait_in_thread(self, timeout: float) -> None:
         """A task thread's part of a fully idle wait: the blocking pop, then the handed-off job, if any."""

@@ -12,20 +12,33 @@ job handed to it itself (`finish`: a job arriving then is one thread wake-up fro
 leaving the idle lists (`settle`: stopping, quiet, a new id), so that neither waits for the pop's timeout.
 """
 
+import logging
 import queue as stdqueue
 import threading
 import time
 from collections.abc import Sequence
 
+import redis
+
 from jobconsole.core.execution import Outcome, RunningJob
-from jobconsole.core.maintenance import RETRYABLE_ERRORS
 from jobconsole.core.results import Handed
 from jobconsole.core.store import Store, WorkerIdentity
 from jobconsole.core.worker.groups import GroupClaims
 from jobconsole.core.worker.launcher import Launcher
 
+log = logging.getLogger("jobconsole.core.worker")  # one logger for every part, so log lines name the worker
+
 BEGIN_WAIT_S = 0.005
 Popped = Handed | BaseException | None  # None: the pop timed out
+
+
+def wake_pop(store: Store, identity: WorkerIdentity, queues: Sequence[str]) -> None:
+    """End the worker's blocking pop now (Store.wake_waiting). When Redis refuses (away, or full: a plain RPUSH
+    is refused past maxmemory) the pop ends as before, with its connection's error or at its timeout."""
+    try:
+        store.wake_waiting(identity, queues[0])
+    except redis.RedisError as exc:
+        log.debug("worker=%s could not end its blocking pop early (%s)", identity.id, exc)
 
 
 class Watch:
@@ -85,10 +98,7 @@ class Watch:
         if not self.outstanding or self._woken or self._popping is None or not self._replies.empty():
             return  # a token for a pop already ended would end the next one for nothing
         self._woken = True
-        try:
-            self._store.wake_waiting(self._popping, self._queues[0])
-        except RETRYABLE_ERRORS:
-            pass
+        wake_pop(self._store, self._popping, self._queues)
 
     def _reply(self) -> tuple[Popped, float]:
         """The pop's reply (bounded by its timeout and the socket timeout, and woken at once by wake())."""
