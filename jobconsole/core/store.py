@@ -66,6 +66,7 @@ _GLOBAL = {
     "queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH,
     "alive": keys.ALIVE, "gone": keys.GONE, "taking": keys.TAKING, "seen": keys.WORKERS_SEEN,
 }  # fmt: skip
+WAKE_TOKEN = '["wake"]'  # in a worker's inbox: see Store.wake_waiting (JSON, as claim.lua decodes every entry)
 WORKER_PREFIX = keys.worker_key("")  # worker hash names are this + id, in the registry's slot
 
 
@@ -506,7 +507,22 @@ class Store:
         if popped is None:
             return None
         queue, is_inbox = watched[str(popped[0])]
-        return Handed(queue, decode_lease(json.loads(popped[1])) if is_inbox else None)
+        if not is_inbox:
+            return Handed(queue, None)
+        if popped[1] == WAKE_TOKEN:  # wake_waiting(): nothing to do, the pop just ends
+            return None
+        return Handed(queue, decode_lease(json.loads(popped[1])))
+
+    def wake_waiting(self, worker: WorkerIdentity, queue: str) -> None:
+        """End the worker's own blocking wait_for_work at once (it returns None), rather than at its timeout: a
+        token pushed to its inbox on `queue` (one of those it waits on)."""
+        # A token left over (the wait had ended already) is dropped by the next claim, release_orphans or takeback,
+        # all of which read or delete the inbox; claim.lua decodes it as a lease whose job does not exist.
+        inbox = queue_keys(queue).inbox(worker.id)
+        pipe = self.redis.pipeline(transaction=not self.cluster)  # as elsewhere: MULTI but on a cluster client
+        pipe.rpush(inbox, WAKE_TOKEN)
+        pipe.pexpire(inbox, 60000)  # as enqueue.lua's hand-off: a worker that died leaves no inbox for long
+        pipe.execute()
 
     def clear_inboxes(self, worker_id: str, queues: Sequence[str]) -> None:
         """A worker starting under a name an earlier process used: jobs in those inboxes hold stale leases."""
