@@ -60,6 +60,7 @@ class _Prepared:
     args: list[Arg] = field(default_factory=list)
     id: str = ""
     may_take_intake: bool = False  # id made here, no unique key, due now: see enqueue.lua
+    packed: str = ""  # when may_take_intake: the job's fields for enqueue_one.lua (split_job in _lib.lua)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class _TaskDefaults:
     max_retries: int
     needs_params: bool  # the signature has required parameters, so {} is refused
     fields: tuple[Arg, ...]  # hash fields after queue/params/max_retries; defaults are left out
+    packed_fields: str  # `fields` packed as enqueue_one.lua takes them (each value ended by a NUL byte)
 
     @classmethod
     def of(cls, name: str, task: Task | None) -> "_TaskDefaults":
@@ -90,8 +92,13 @@ class _TaskDefaults:
         return cls(
             task=task, queue=queue, priority=parse_priority(task.priority if task else 0),
             max_retries=_check_max_retries(task.max_retries if task else 3),
-            needs_params=task is not None and task.needs_params, fields=tuple(fields),
+            needs_params=task is not None and task.needs_params, fields=tuple(fields), packed_fields=_packed(fields),
         )  # fmt: skip
+
+
+def _packed(fields: Sequence[Arg]) -> str:
+    """Hash field pairs as enqueue_one.lua takes them: each name and value ended by a NUL byte."""
+    return "".join(f"{f}\0" for f in fields)
 
 
 def _without(fields: tuple[Arg, ...], name: str) -> tuple[Arg, ...]:
@@ -155,15 +162,20 @@ class Client:
             spec = JobSpec(task=task, params=params, **options)
             return self._enqueue_dependent(spec, depends_on, allow_dependency_failures, pass_results)
         p = self._prepare(JobSpec(task=task, params=params, **options))
+        result: EnqueueResult | None = None
         try:
             if p.queue not in self._known_queues:
                 self._register_queues({p.queue})
-            call = self.store.enqueue_call(p.queue, 1, p.may_take_intake, p.args)
-            if self.replicas:
-                return self._send_replicated(call)
-            [result] = self.store.run(call, spin_s=self.spin_s)
-        except OutOfMemoryError as exc:  # refused before anything was written (enqueue.lua has no allow-oom)
+            if p.packed:  # the usual job: one intake entry or a hand-off (enqueue_one.lua), else the full script
+                taken, acknowledged = self._run_enqueue(self.store.enqueue_one_call(p.queue, p.id, p.packed))
+                if taken:
+                    result = EnqueueResult(p.id, p.queue, JobState.QUEUED if taken == 1 else JobState.RUNNING, "created")
+            if result is None:
+                [result], acknowledged = self._run_enqueue(self.store.enqueue_call(p.queue, 1, False, p.args))
+        except OutOfMemoryError as exc:  # refused before anything was written (neither script has allow-oom)
             raise RedisFull([p.id]) from exc
+        if acknowledged < self.replicas:
+            raise NotReplicated([result], acknowledged, self.replicas)
         return result
 
     def _enqueue_dependent(
@@ -281,16 +293,17 @@ class Client:
         except OutOfMemoryError as exc:  # workflow.lua has no allow-oom: refused before anything was written
             raise RedisFull([n.id for n in nodes]) from exc
 
-    def _send_replicated(self, call: Call[list[EnqueueResult]]) -> EnqueueResult:
+    def _run_enqueue[T](self, call: Call[T]) -> tuple[T, int]:
+        """One enqueue call, its reply spun for (wire.py), with WAIT in the same round trip when `replicas` asks
+        for it: the decoded reply, and how many replicas acknowledged (0 when not asked)."""
+        if not self.replicas:
+            return self.store.run(call, spin_s=self.spin_s), 0
         [reply], acknowledged = self.store.run_replicated(
             [call], self.replicas, self.replicas_timeout_ms, spin_s=self.spin_s
         )
         if isinstance(reply, Exception):
             raise reply
-        [result] = cast(list[EnqueueResult], reply)
-        if acknowledged < self.replicas:
-            raise NotReplicated([result], acknowledged, self.replicas)
-        return result
+        return cast(T, reply), acknowledged
 
     def enqueue_many(self, specs: Iterable[JobSpec], batch_size: int = 1000) -> list[EnqueueResult]:
         """Enqueue many jobs with one round trip per batch. Every spec is validated before anything is sent.
@@ -366,7 +379,13 @@ class Client:
             "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
         ]  # fmt: skip
         # A group's job needs a slot before it can start: never the intake's hand-off to an idle worker.
-        return _Prepared(queue, args, job_id, spec.id is None and not unique_key and not timed and not in_group)
+        if spec.id is not None or unique_key or timed or in_group or "\0" in spec.task:  # (no NUL: see _packed)
+            return _Prepared(queue, args, job_id)
+        packed = (
+            f"task\0{spec.task}\0priority\0{priority}\0queue\0{queue}\0params\0{params_json}\0max_retries\0"
+            f"{max_retries}\0{defaults.packed_fields if fields is defaults.fields else _packed(fields)}"
+        )
+        return _Prepared(queue, args, job_id, True, packed)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
         by_queue: dict[str, list[_Prepared]] = {}
