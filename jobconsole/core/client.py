@@ -60,7 +60,6 @@ class _Prepared:
     args: list[Arg] = field(default_factory=list)
     id: str = ""
     may_take_intake: bool = False  # id made here, no unique key, due now: see enqueue.lua
-    packed: str = ""  # when may_take_intake: the job's fields for enqueue_one.lua (split_job in _lib.lua)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +72,6 @@ class _TaskDefaults:
     max_retries: int
     needs_params: bool  # the signature has required parameters, so {} is refused
     fields: tuple[Arg, ...]  # hash fields after queue/params/max_retries; defaults are left out
-    packed_fields: str  # `fields` packed as enqueue_one.lua takes them (each value ended by a NUL byte)
 
     @classmethod
     def of(cls, name: str, task: Task | None) -> "_TaskDefaults":
@@ -92,13 +90,8 @@ class _TaskDefaults:
         return cls(
             task=task, queue=queue, priority=parse_priority(task.priority if task else 0),
             max_retries=_check_max_retries(task.max_retries if task else 3),
-            needs_params=task is not None and task.needs_params, fields=tuple(fields), packed_fields=_packed(fields),
+            needs_params=task is not None and task.needs_params, fields=tuple(fields),
         )  # fmt: skip
-
-
-def _packed(fields: Sequence[Arg]) -> str:
-    """Hash field pairs as enqueue_one.lua takes them: each name and value ended by a NUL byte."""
-    return "".join(f"{f}\0" for f in fields)
 
 
 def _without(fields: tuple[Arg, ...], name: str) -> tuple[Arg, ...]:
@@ -162,21 +155,32 @@ class Client:
             spec = JobSpec(task=task, params=params, **options)
             return self._enqueue_dependent(spec, depends_on, allow_dependency_failures, pass_results)
         p = self._prepare(JobSpec(task=task, params=params, **options))
-        result: EnqueueResult | None = None
         try:
             if p.queue not in self._known_queues:
                 self._register_queues({p.queue})
-            if p.packed:  # the usual job: one intake entry or a hand-off (enqueue_one.lua), else the full script
-                taken, acknowledged = self._run_enqueue(self.store.enqueue_one_call(p.queue, p.id, p.packed))
-                if taken:
-                    result = EnqueueResult(p.id, p.queue, JobState.QUEUED if taken == 1 else JobState.RUNNING, "created")
-            if result is None:
+            taken, acknowledged = self._enqueue_one(p) if p.may_take_intake else (None, 0)
+            if taken is None:  # not of the intake kind, or enqueue_one.lua left it to the full script
                 [result], acknowledged = self._run_enqueue(self.store.enqueue_call(p.queue, 1, False, p.args))
+            else:
+                result = taken
         except OutOfMemoryError as exc:  # refused before anything was written (neither script has allow-oom)
             raise RedisFull([p.id]) from exc
         if acknowledged < self.replicas:
             raise NotReplicated([result], acknowledged, self.replicas)
         return result
+
+    def _enqueue_one(self, p: _Prepared) -> tuple[EnqueueResult | None, int]:
+        """The usual job (see _Prepared.may_take_intake) by enqueue_one.lua: an intake entry or a hand-off to an
+        idle worker, or None when the script left it to enqueue.lua (nothing written)."""
+        a = p.args  # see _prepare: the entry's pairs are the task, the priority and the hash's pairs
+        taken, acknowledged = self._run_enqueue(
+            self.store.enqueue_one_call(p.queue, p.id, ["task", a[1], "priority", a[2], *a[7:]])
+        )
+        if not taken:
+            return None, acknowledged
+        return EnqueueResult(
+            p.id, p.queue, JobState.QUEUED if taken == 1 else JobState.RUNNING, "created"
+        ), acknowledged
 
     def _enqueue_dependent(
         self, spec: JobSpec, depends_on: "Sequence[workflows.Parent]", allow: bool, pass_results: str | None
@@ -379,13 +383,7 @@ class Client:
             "queue", queue, "params", params_json, "max_retries", max_retries, *fields,
         ]  # fmt: skip
         # A group's job needs a slot before it can start: never the intake's hand-off to an idle worker.
-        if spec.id is not None or unique_key or timed or in_group or "\0" in spec.task:  # (no NUL: see _packed)
-            return _Prepared(queue, args, job_id)
-        packed = (
-            f"task\0{spec.task}\0priority\0{priority}\0queue\0{queue}\0params\0{params_json}\0max_retries\0"
-            f"{max_retries}\0{defaults.packed_fields if fields is defaults.fields else _packed(fields)}"
-        )
-        return _Prepared(queue, args, job_id, True, packed)
+        return _Prepared(queue, args, job_id, spec.id is None and not unique_key and not timed and not in_group)
 
     def _send(self, batch: Sequence[_Prepared]) -> list[EnqueueResult]:
         by_queue: dict[str, list[_Prepared]] = {}

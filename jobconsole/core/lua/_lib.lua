@@ -214,20 +214,6 @@ end
 -- on a running job by id (complete, fail, heartbeat, drop, release, release_orphans, claim's inbox check)
 -- drains first, so none of them can miss one.
 local INTAKE_MAX = 1000  -- a fast enqueue is refused (takes the full path) once this many wait
--- enqueue_one.lua's entries carry the job's fields packed in one value, 'j' (one argument for Redis to parse and
--- Lua to copy instead of a dozen): 'task', task, 'priority', priority, then the hash's other pairs, each ended by
--- a NUL byte (no value of such a job holds one: ids, names, numbers, and params as JSON text). split_job appends
--- them to `into`; intake_fields gives such an entry the unpacked form above, so drain_intake reads one form.
-local function split_job(packed, into)
-  for part in string.gmatch(packed, '(%Z*)%z') do into[#into + 1] = part end
-  return into
-end
-local function intake_fields(fields)
-  if fields[3] ~= 'j' then return fields end
-  local out = split_job(fields[4], {fields[1], fields[2]})
-  for f = 5, #fields do out[#out + 1] = fields[f] end  -- a leased entry's lease
-  return out
-end
 local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen)
   local entries = redis.call('XRANGE', intake_key, '-', '+', 'COUNT', INTAKE_MAX)
   local n = #entries
@@ -235,7 +221,7 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
   local seq = tonumber(redis.call('INCRBY', seq_key, n)) - n
   local adds, counts, enqueued = {}, {}, {}
   for e = 1, n do
-    local entry_id, fields = entries[e][1], intake_fields(entries[e][2])
+    local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
     redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
