@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
-from jobconsole.core.job import Attempt as JobAttempt
+from jobconsole.core.job import attempt_history
 from jobconsole.core.queries import Queries
 from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
@@ -234,7 +234,7 @@ class Writer:
                 continue
             row = hash_values(h, synced)
             rows.append(row)
-            job_attempts = attempt_values(job_id, [JobAttempt.from_json(a) for a in history] if history else [])
+            job_attempts = attempt_values(job_id, attempt_history(h, history))
             attempts.extend(job_attempts)
             state, finished_at = row[STATE], row[FINISHED_AT]
             if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
