@@ -213,6 +213,13 @@ class Store:
         args = [k.job_prefix, self.events_maxlen, k.inbox_prefix, count, int(may_take_intake), *job_args]
         return Call("enqueue", script_keys("enqueue", queue), args, results)
 
+    def enqueue_one_call(self, queue: str, job_id: str, pairs: Sequence[Arg]) -> Call[int]:
+        """One job of the intake kind (see enqueue_one.lua), `pairs` its intake entry's ('task', task, 'priority',
+        priority, then the hash's other fields): 1 queued, 2 handed to an idle worker, 0 not taken (nothing
+        written: send it to `enqueue_call`)."""
+        args = [job_id, queue_keys(queue).inbox_prefix, *pairs]
+        return Call("enqueue_one", script_keys("enqueue_one", queue), args, _int)
+
     def register_queues(self, queues: Iterable[str]) -> None:
         # A plain SADD: Redis refuses it while full, as it refuses the enqueue that follows.
         self.redis.sadd(keys.QUEUES, *queues)
