@@ -7,6 +7,7 @@ DEMO=1 the demo producer (`manage.py demo`, $DEMO_RATE jobs a second).
 A worker, web or demo process that exits is restarted with a backoff; Redis exiting stops the stack. Ctrl-C (or
 SIGTERM) stops everything: the demo and the workers first, Redis last. See scripts/stack/supervisor.py."""
 
+import functools
 import os
 import secrets
 import shutil
@@ -90,26 +91,36 @@ def start_redis(supervisor: Supervisor, env: dict[str, str]) -> None:
     binary = shutil.which("redis-server")
     if binary is None:
         sys.exit("redis-server is not installed (scripts/bootstrap.sh says how), or set REDIS_URL")
-    port = embedded_redis.pick_port()
     var_dir.private_dir(VAR / "redis")  # Redis's data: jobs' parameters and results
-    redis = Service(
-        "redis", lambda: embedded_redis.command(binary, port, VAR / "redis"), color="31", stop_order=3,
-        essential=True,
-    )  # fmt: skip
-    supervisor.services.append(redis)
-    supervisor.start(redis)
-    deadline = time.monotonic() + 15
-    while embedded_redis.port_free(port):
-        supervisor.pump(0.05)
-        assert redis.proc is not None
-        if redis.proc.poll() is not None:
-            sys.exit(f"redis-server exited with code {redis.proc.returncode}; see its log above")
-        if time.monotonic() > deadline:
-            sys.exit("redis-server did not start within 15 s")
+    for attempt in range(3):
+        port = embedded_redis.pick_port(default_first=attempt == 0)
+        command = functools.partial(embedded_redis.command, binary, port, VAR / "redis")
+        redis = Service("redis", command, color="31", stop_order=3, essential=True)
+        supervisor.services.append(redis)
+        supervisor.start(redis)
+        if own_redis_answers(supervisor, redis, port):
+            break
+        supervisor.discard(redis)  # another server took the port first (another stack starting): another port
+        print(f"redis-server could not take port {port}; trying a free one", flush=True)
+    else:
+        sys.exit("redis-server exited three times; see its log above")
     url = f"redis://127.0.0.1:{port}/0"
     # Other shells (`manage.py enqueue`, `manage.py shell`) find the embedded Redis through this file.
     var_dir.write_private(VAR / "redis.url", url + "\n")
     env["REDIS_URL"] = url
+
+
+def own_redis_answers(supervisor: Supervisor, redis: Service, port: int) -> bool:
+    """Wait until the server on `port` is the one just started (True), or it has exited (False)."""
+    deadline = time.monotonic() + 15
+    assert redis.proc is not None
+    while embedded_redis.serving_pid(port) != redis.proc.pid:
+        supervisor.pump(0.05)
+        if redis.proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            sys.exit("redis-server did not start within 15 s")
+    return True
 
 
 def main() -> int:

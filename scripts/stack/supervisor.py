@@ -150,6 +150,11 @@ class Supervisor:
         when = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
         say(f"{how}; restarting it in {delay:g} s (at {when})")
 
+    def discard(self, service: Service) -> None:
+        """Forget a service whose process has exited (its output copied first), as if it had never been added."""
+        self._release(service)
+        self.services.remove(service)
+
     def _release(self, service: Service) -> None:
         """Copy the rest of an exited process's output, then forget its pipe."""
         proc = service.proc
