@@ -12,6 +12,7 @@ reported per event too. `--profile` prints the top of a cProfile of the drain.
 """
 
 import argparse
+import os
 import cProfile
 import pstats
 import subprocess
@@ -70,6 +71,7 @@ def main() -> None:
         mirror.drain()
         profiler = cProfile.Profile() if args.profile else None
         cpu = wall = rcpu = 0.0
+        phases: list[tuple[float, float, float]] = []  # each phase's (CPU, wall, Redis CPU)
 
         def timed_drain() -> None:
             nonlocal cpu, wall, rcpu
@@ -79,7 +81,8 @@ def main() -> None:
             mirror.drain()
             if profiler:
                 profiler.disable()
-            cpu, wall, rcpu = cpu + time.process_time() - c, wall + time.monotonic() - w, rcpu + redis_cpu(redis) - r
+            phases.append((time.process_time() - c, time.monotonic() - w, redis_cpu(redis) - r))
+            cpu, wall, rcpu = cpu + phases[-1][0], wall + phases[-1][1], rcpu + phases[-1][2]
 
         # Two phases, as a mirror that keeps up sees a job: its 'enqueued' event in one batch (a queued row),
         # its 'started' and 'completed' events in a later one (the final row and the attempt).
@@ -104,8 +107,13 @@ def main() -> None:
         f"{events / wall:,.0f} events/s; mirror CPU {cpu / events * 1e6:.1f} µs/event "
         f"({cpu / wall:.2f} cores); Redis CPU for its reads {rcpu / events * 1e6:.1f} µs/event"
     )
+    for name, (c, w, r) in zip(["enqueued", "started+completed"], phases, strict=True):
+        print(
+            f"  {name}: {w:.2f} s, {args.jobs / w:,.0f} jobs/s; per job: mirror CPU {c / args.jobs * 1e6:.1f} µs, "
+            f"Redis CPU {r / args.jobs * 1e6:.1f} µs"
+        )
     if profiler:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler).sort_stats(os.environ.get("PSORT", "tottime")).print_stats(int(os.environ.get("PTOP", "25")))
 
 
 if __name__ == "__main__":

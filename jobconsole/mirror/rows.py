@@ -3,8 +3,8 @@
 import hashlib
 import json
 import re
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from jobconsole.core.job import Attempt as JobAttempt
@@ -29,6 +29,36 @@ ATTEMPT_FIELDS = [
 
 _LINE = re.compile(r":\d+ in ")
 NUL, REPLACEMENT = "\x00", "\ufffd"
+ESCAPED_NUL = "\\u0000"  # NUL as JSON text writes it: decoded, a JSON value's text may hold NUL
+
+type Time = datetime | str | None
+_SECONDS: dict[int, str] = {}  # Unix second -> its SQLite text (the times of a batch share few seconds)
+_SECONDS_MAX = 4096
+
+
+def sqlite_time(value: datetime) -> str:
+    """A UTC datetime as Django stores it in SQLite (naive UTC text: `str()` of the naive value), so lookups
+    and ordering keep working."""
+    return str(value.replace(tzinfo=None))
+
+
+def ms_to_sqlite(value: str | None) -> str | None:
+    """`sqlite_time(ms_to_datetime(value))` without the datetime: a stored time (Redis ms) as SQLite's text; None
+    when unset (or not a time). The mirror's SQLite hot path (tests/app/test_mirror_rows.py holds the two equal)."""
+    if not value or value == "0":
+        return None
+    try:
+        seconds, ms = divmod(int(value), 1000)
+        text = _SECONDS.get(seconds)
+        if text is None:
+            text = str(datetime.fromtimestamp(seconds, tz=UTC).replace(tzinfo=None))
+            if len(_SECONDS) >= _SECONDS_MAX:
+                _SECONDS.clear()
+            _SECONDS[seconds] = text
+    except (TypeError, ValueError, OverflowError):
+        return None
+    # str() of a datetime writes microseconds only when there are some.
+    return f"{text}.{ms:03d}000" if ms else text
 
 
 def db_text(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -77,9 +107,14 @@ def job_values(job: Job, synced_at: datetime) -> tuple[Any, ...]:
     )
 
 
-def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
+def hash_values(
+    h: dict[str, str], synced_at: Time, time: Callable[[str | None], Time] = ms_to_datetime
+) -> tuple[Any, ...]:
     """`job_values(Job.from_hash(h), synced_at)` read straight off the stored hash: the mirror's hot path, which
-    needs no Job object. tests/app/test_mirror_rows.py holds the two equal on every kind of hash."""
+    needs no Job object. tests/app/test_mirror_rows.py holds the two equal on every kind of hash.
+
+    `time` converts the stored times: `ms_to_sqlite` gives the text SQLite stores (with `synced_at` as that
+    text), which the writer passes through as it is."""
     get = h.get
     last_error = get("last_error", "")
     progress = get("progress")
@@ -87,39 +122,41 @@ def hash_values(h: dict[str, str], synced_at: datetime) -> tuple[Any, ...]:
         progress_value = float(progress) if progress else None
     except ValueError:
         progress_value = None
-    return db_text(
-        (
-            h["id"],
-            get("task", ""),
-            _int(get("version"), 1),
-            get("queue", ""),
-            _int(get("priority")),
-            JobState(get("state", "queued")).value,
-            get("params") or "{}",
-            get("result", ""),
-            _int(get("attempts")),
-            _int(get("max_retries")),
-            get("unique_key", ""),
-            get("group", ""),
-            ms_to_datetime(get("enqueued_at")),
-            ms_to_datetime(get("run_at") or get("enqueued_at")),
-            ms_to_datetime(get("started_at")),
-            ms_to_datetime(get("finished_at")),
-            ms_to_datetime(get("heartbeat_at")),
-            progress_value,
-            get("checkpoint", ""),
-            get("worker", ""),
-            _error_class(last_error)[:200] if last_error else "",
-            last_error,
-            get("cancel_requested") == "1",
-            get("reason", ""),
-            True,
-            synced_at,
-            get("workflow", "")[:26],
-            get("step", "")[:200],
-            release_options(h),
-        )
+    row = (
+        h["id"],
+        get("task", ""),
+        _int(get("version"), 1),
+        get("queue", ""),
+        _int(get("priority")),
+        JobState(get("state", "queued")).value,
+        get("params") or "{}",
+        get("result", ""),
+        _int(get("attempts")),
+        _int(get("max_retries")),
+        get("unique_key", ""),
+        get("group", ""),
+        time(get("enqueued_at")),
+        time(get("run_at") or get("enqueued_at")),
+        time(get("started_at")),
+        time(get("finished_at")),
+        time(get("heartbeat_at")),
+        progress_value,
+        get("checkpoint", ""),
+        get("worker", ""),
+        _error_class(last_error)[:200] if last_error else "",
+        last_error,
+        get("cancel_requested") == "1",
+        get("reason", ""),
+        True,
+        synced_at,
+        get("workflow", "")[:26],
+        get("step", "")[:200],
+        release_options(h),
     )
+    # Every text of the row comes from the hash's values, as they are or decoded from JSON (the error class):
+    # one search of them all, instead of one per column, says whether there may be a NUL to replace.
+    text = "".join(h.values())
+    return db_text(row) if NUL in text or ESCAPED_NUL in text else row
 
 
 def release_options(h: dict[str, str]) -> str:

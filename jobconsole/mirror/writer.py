@@ -17,6 +17,7 @@ from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
 from jobconsole.core.job import Attempt as JobAttempt
+from jobconsole.core.job import ms_to_datetime
 from jobconsole.core.queries import Queries
 from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
@@ -33,6 +34,8 @@ from jobconsole.mirror.rows import (
     attempt_values,
     dead_letter_row,
     hash_values,
+    ms_to_sqlite,
+    sqlite_time,
 )
 from jobconsole.models import Attempt, DeadLetter, Job, Queue
 
@@ -57,7 +60,7 @@ class Changes:
     """What one batch writes, built from Redis before its transaction."""
 
     synced: datetime
-    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values)
+    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values; on SQLite with its times as the text it stores)
     attempts: list[tuple[Any, ...]]  # Attempt rows (rows.attempt_values)
     dead: list[DeadLetter]
     deleted: list[str]  # ids of jobs deleted from Redis
@@ -214,6 +217,10 @@ class Writer:
         late_histories = self.queries.jobs.raw_histories([(jobs[i].queue, i) for i in late])
         for job_id, raw in zip(late, late_histories, strict=True):
             found[job_id] = (found[job_id][0], raw)
+        # On SQLite the Job rows carry their times as the text SQLite stores, made straight from Redis's
+        # milliseconds (no datetime made and formatted again per value).
+        text = connection.vendor == "sqlite"
+        time, synced_value = (ms_to_sqlite, sqlite_time(synced)) if text else (ms_to_datetime, synced)
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -232,14 +239,21 @@ class Writer:
                     state = j.last.fields.get("state", "")
                     gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
                 continue
-            row = hash_values(h, synced)
+            row = hash_values(h, synced_value, time)
             rows.append(row)
             job_attempts = attempt_values(job_id, [JobAttempt.from_json(a) for a in history] if history else [])
             attempts.extend(job_attempts)
-            state, finished_at = row[STATE], row[FINISHED_AT]
-            if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
+            state = row[STATE]
+            if state not in FINAL_NAMES:
+                continue
+            finished_at = ms_to_datetime(h.get("finished_at")) if text else row[FINISHED_AT]
+            if state == JobState.DEAD and (
+                letter := dead_letter_row(
+                    hash_values(h, synced) if text else row, job_attempts[-1] if job_attempts else None
+                )
+            ):
                 dead.append(letter)
-            if finished_at is not None and state in TERMINAL_STATES:
+            if finished_at is not None:
                 finished.append((job_id, finished_at))
         tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
         linked = workflows.read(self.queries, [(h, jobs[i].created) for i, (h, _) in found.items() if h])
@@ -263,7 +277,7 @@ class Writer:
     def save(self, changes: Changes) -> None:
         """Write a batch in the current transaction, fenced, with each queue's cursor."""
         self.leadership.fence()
-        self.write(changes.rows, changes.attempts, changes.dead)
+        self.write(changes.rows, changes.attempts, changes.dead, stored_times=True)
         changes.linked.save(changes.synced)
         # One UPDATE per requeue time, not per job: a bulk resubmit requeues hundreds of jobs in the same millisecond.
         by_time: dict[datetime, list[str]] = {}
@@ -294,10 +308,17 @@ class Writer:
         self.feed.ack(changes.entries)
 
     @staticmethod
-    def write(rows: list[tuple[Any, ...]], attempts: list[tuple[Any, ...]], dead: list[DeadLetter]) -> None:
-        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction)."""
+    def write(
+        rows: list[tuple[Any, ...]],
+        attempts: list[tuple[Any, ...]],
+        dead: list[DeadLetter],
+        *,
+        stored_times: bool = False,
+    ) -> None:
+        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction). `stored_times`: the Job
+        rows' times are already what the database stores (on SQLite, its text: `_changes`)."""
         if rows:
-            _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows)
+            _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows, stored_times=stored_times)
         if attempts:
             columns = ["job_id", "number", *ATTEMPT_FIELDS]
             _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts)
@@ -306,7 +327,13 @@ class Writer:
 
 
 def _upsert(
-    model: type[models.Model], columns: list[str], conflict: list[str], update: list[str], rows: list[tuple[Any, ...]]
+    model: type[models.Model],
+    columns: list[str],
+    conflict: list[str],
+    update: list[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    stored_times: bool = False,
 ) -> None:
     """INSERT ... ON CONFLICT DO UPDATE in raw SQL: the ORM's bulk_create(update_conflicts=True) compiles every
     value on its own, and this is the mirror's hot path."""
@@ -335,14 +362,16 @@ def _upsert(
             return
         # SQLite (and others): sqlite3's C loop over one prepared statement. Datetimes are stored as
         # Django stores them (naive UTC text), so lookups and ordering keep working.
-        adapt = connection.ops.adapt_datetimefield_value
-        at = [i for i, c in enumerate(columns) if isinstance(model._meta.get_field(c), models.DateTimeField)]
-        values = [list(row) for row in rows]
-        for value in values:
-            for i in at:
-                v = value[i]
-                if v is not None:
-                    # Django's own text for a UTC datetime, without its per-value checks (the mirror's
-                    # datetimes are all UTC); anything else goes through Django.
-                    value[i] = str(v.replace(tzinfo=None)) if v.tzinfo is UTC else adapt(v)
+        values: list[Any] = rows
+        if not (stored_times and connection.vendor == "sqlite"):
+            adapt = connection.ops.adapt_datetimefield_value
+            at = [i for i, c in enumerate(columns) if isinstance(model._meta.get_field(c), models.DateTimeField)]
+            values = [list(row) for row in rows]
+            for value in values:
+                for i in at:
+                    v = value[i]
+                    if v is not None:
+                        # Django's own text for a UTC datetime, without its per-value checks (the mirror's
+                        # datetimes are all UTC); anything else goes through Django.
+                        value[i] = sqlite_time(v) if v.tzinfo is UTC else adapt(v)
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))}){tail}", values)

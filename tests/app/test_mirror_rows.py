@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobconsole.core.job import Job
-from jobconsole.mirror.rows import hash_values, job_values
+from jobconsole.mirror.rows import hash_values, job_values, ms_to_sqlite, sqlite_time
 
 SYNCED = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -44,6 +44,14 @@ HASHES = {
         "release_delay": "5000",
     },
     "released: its splice done": {**FULL, "deps_n": "1", "pass": "one"},
+    "NUL in its texts": {**FULL, "reason": "a\x00b", "last_error": '{"error_class":"E\\u0000","message":"m"}'},
+    "times on whole seconds, before 1970, out of range": {
+        **FULL,
+        "enqueued_at": "1764244800000",
+        "run_at": "-1500",
+        "started_at": "99999999999999999",
+        "finished_at": "1.5",
+    },
 }
 
 
@@ -64,3 +72,23 @@ def test_an_unknown_state_fails_both_ways_alike() -> None:
         Job.from_hash(h)
     with pytest.raises(ValueError):
         hash_values(h, SYNCED)
+
+
+@pytest.mark.parametrize("h", HASHES.values(), ids=HASHES.keys())
+def test_sqlite_times_are_the_text_django_stores(h: dict[str, str]) -> None:
+    """On SQLite the writer makes the times' text straight from Redis's milliseconds (rows.ms_to_sqlite): the same
+    text Django writes for the datetime."""
+    with_datetimes = hash_values(h, SYNCED)
+    stored = tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in with_datetimes)
+    assert hash_values(h, sqlite_time(SYNCED), ms_to_sqlite) == stored
+
+
+def test_sqlite_time_is_djangos() -> None:
+    from django.db import connection
+
+    for ms in ("1764244800000", "1764244803456", "1764244803050", "1", "-1500"):
+        value = Job.from_hash({**FULL, "started_at": ms}).started_at
+        assert value is not None
+        assert ms_to_sqlite(ms) == sqlite_time(value)
+        if connection.vendor == "sqlite":
+            assert ms_to_sqlite(ms) == connection.ops.adapt_datetimefield_value(value)
