@@ -42,6 +42,11 @@ def sqlite_time(value: datetime) -> str:
     return str(value.replace(tzinfo=None))
 
 
+def datetime_to_sqlite(value: datetime | None) -> str | None:
+    """`sqlite_time` of an aware datetime, or None."""
+    return None if value is None else sqlite_time(value if value.tzinfo is UTC else value.astimezone(UTC))
+
+
 def ms_to_sqlite(value: str | None) -> str | None:
     """`sqlite_time(ms_to_datetime(value))` without the datetime: a stored time (Redis ms) as SQLite's text; None
     when unset (or not a time). The mirror's SQLite hot path (tests/app/test_mirror_rows.py holds the two equal)."""
@@ -184,29 +189,33 @@ def _error_class(last_error: str) -> str:
     return str(value.get("error_class") or "") if isinstance(value, dict) else ""
 
 
-def attempt_values(job_id: str, history: Sequence[JobAttempt]) -> list[tuple[Any, ...]]:
-    """Attempt rows as values in `["job_id", "number", *ATTEMPT_FIELDS]` order."""
-    return [
-        db_text(
-            (
-                job_id,
-                number,
-                a.attempt,
-                a.worker[:200],
-                a.host[:200],
-                a.pid,
-                a.started_at,
-                a.ended_at,
-                a.duration,
-                a.outcome[:32],
-                a.error_class[:200],
-                a.message,
-                a.traceback,
-                a.top_frame[:500],
-            )
+def attempt_values(
+    job_id: str, history: Sequence[JobAttempt], time: Callable[[datetime | None], Time] | None = None
+) -> list[tuple[Any, ...]]:
+    """Attempt rows as values in `["job_id", "number", *ATTEMPT_FIELDS]` order. `time`: converts the start and end
+    (`datetime_to_sqlite`: the text SQLite stores)."""
+    out: list[tuple[Any, ...]] = []
+    for number, a in enumerate(history, start=1):
+        row = (
+            job_id,
+            number,
+            a.attempt,
+            a.worker[:200],
+            a.host[:200],
+            a.pid,
+            time(a.started_at) if time else a.started_at,
+            time(a.ended_at) if time else a.ended_at,
+            a.duration,
+            a.outcome[:32],
+            a.error_class[:200],
+            a.message,
+            a.traceback,
+            a.top_frame[:500],
         )
-        for number, a in enumerate(history, start=1)
-    ]
+        # One search of every text of the row, instead of one per column.
+        text = job_id + a.worker + a.host + a.outcome + a.error_class + a.message + a.traceback + a.top_frame
+        out.append(db_text(row) if NUL in text else row)
+    return out
 
 
 def fingerprint(error_class: str, top_frame: str) -> str:

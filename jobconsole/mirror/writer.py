@@ -32,6 +32,7 @@ from jobconsole.mirror.rows import (
     JOB_FIELDS,
     STATE,
     attempt_values,
+    datetime_to_sqlite,
     dead_letter_row,
     hash_values,
     ms_to_sqlite,
@@ -217,10 +218,11 @@ class Writer:
         late_histories = self.queries.jobs.raw_histories([(jobs[i].queue, i) for i in late])
         for job_id, raw in zip(late, late_histories, strict=True):
             found[job_id] = (found[job_id][0], raw)
-        # On SQLite the Job rows carry their times as the text SQLite stores, made straight from Redis's
-        # milliseconds (no datetime made and formatted again per value).
+        # On SQLite the rows carry their times as the text SQLite stores (the Job rows' made straight from Redis's
+        # milliseconds), so the upsert passes them through as they are.
         text = connection.vendor == "sqlite"
         time, synced_value = (ms_to_sqlite, sqlite_time(synced)) if text else (ms_to_datetime, synced)
+        attempt_time = datetime_to_sqlite if text else None
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -241,16 +243,18 @@ class Writer:
                 continue
             row = hash_values(h, synced_value, time)
             rows.append(row)
-            job_attempts = attempt_values(job_id, [JobAttempt.from_json(a) for a in history] if history else [])
+            job_attempts = attempt_values(
+                job_id, [JobAttempt.from_json(a) for a in history] if history else [], attempt_time
+            )
             attempts.extend(job_attempts)
             state = row[STATE]
             if state not in FINAL_NAMES:
                 continue
             finished_at = ms_to_datetime(h.get("finished_at")) if text else row[FINISHED_AT]
+            # (A dead letter takes the job's times as datetimes, its last attempt's texts only.)
+            last_attempt = job_attempts[-1] if job_attempts else None
             if state == JobState.DEAD and (
-                letter := dead_letter_row(
-                    hash_values(h, synced) if text else row, job_attempts[-1] if job_attempts else None
-                )
+                letter := dead_letter_row(hash_values(h, synced) if text else row, last_attempt)
             ):
                 dead.append(letter)
             if finished_at is not None:
@@ -315,13 +319,13 @@ class Writer:
         *,
         stored_times: bool = False,
     ) -> None:
-        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction). `stored_times`: the Job
-        rows' times are already what the database stores (on SQLite, its text: `_changes`)."""
+        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction). `stored_times`: the rows'
+        times are already what the database stores (on SQLite, its text: `_changes`)."""
         if rows:
             _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows, stored_times=stored_times)
         if attempts:
             columns = ["job_id", "number", *ATTEMPT_FIELDS]
-            _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts)
+            _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts, stored_times=stored_times)
         if dead:
             DeadLetter.objects.bulk_create(dead, ignore_conflicts=True)
 

@@ -5,8 +5,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobconsole.core.job import Job
-from jobconsole.mirror.rows import hash_values, job_values, ms_to_sqlite, sqlite_time
+from jobconsole.core.job import Attempt, Job
+from jobconsole.mirror.rows import (
+    ATTEMPT_FIELDS,
+    attempt_values,
+    datetime_to_sqlite,
+    hash_values,
+    job_values,
+    ms_to_sqlite,
+    sqlite_time,
+)
 
 SYNCED = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -92,3 +100,19 @@ def test_sqlite_time_is_djangos() -> None:
         assert ms_to_sqlite(ms) == sqlite_time(value)
         if connection.vendor == "sqlite":
             assert ms_to_sqlite(ms) == connection.ops.adapt_datetimefield_value(value)
+
+
+ENTRIES = [
+    '{"attempt":1,"outcome":"failed","worker":"w","host":"h","pid":7,"started_at":1764244802123,'
+    '"ended_at":1764244803000,"error_class":"E","message":"m\\u0000","traceback":"t","top_frame":"f"}',
+    '{"attempt":2,"outcome":"completed","worker":"w","host":"h","pid":7,"started_at":1764244804000}',
+    "not json",
+]
+
+
+def test_attempt_rows_with_sqlite_times_are_the_text_django_stores() -> None:
+    history = [Attempt.from_json(a) for a in ENTRIES]
+    with_datetimes = attempt_values("j1", history)
+    assert with_datetimes[0][ATTEMPT_FIELDS.index("message") + 2] == "m\ufffd"  # NUL replaced
+    stored = [tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in row) for row in with_datetimes]
+    assert attempt_values("j1", history, datetime_to_sqlite) == stored
