@@ -181,27 +181,35 @@ class Writer:
         jobs: dict[str, _JobEvents] = {}
         entries: dict[str, list[str]] = {}
         paused: dict[str, Event] = {}
+        # The mirror's per-event loop: each event's fields read once into locals.
+        applied: list[str] = []
+        queue = ""
         for e in events:
-            applied = entries.setdefault(e.queue, [])
+            fields = e.fields
+            if e.queue != queue:
+                queue = e.queue
+                applied = entries.setdefault(queue, [])
             if not applied or applied[-1] != e.id:  # the events of a batch entry share its id
                 applied.append(e.id)
-            if not e.job:
-                if e.name in ("paused", "resumed"):
-                    paused[e.queue] = e
+            job_id = fields.get("job")
+            name = fields.get("event", "")
+            if not job_id:
+                if name in ("paused", "resumed"):
+                    paused[queue] = e
                 continue
-            j = jobs.get(e.job)
+            j = jobs.get(job_id)
             if j is None:
-                j = jobs[e.job] = _JobEvents(e.queue, e)
+                j = jobs[job_id] = _JobEvents(queue, e)
             j.last = e
-            if "entry" in e.fields:
+            if "entry" in fields:
                 j.history = True
-            if e.name == "enqueued":
+            if name == "enqueued":
                 j.created = True
-            if e.name in CHANGES_FINAL:
+            elif name in CHANGES_FINAL:
                 j.changes_final = True
-                self._final.pop(e.job, None)
-            if e.name == "requeued" and e.fields.get("from") == "dead":
-                j.requeued_at = stream_time(e.id)
+                self._final.pop(job_id, None)
+                if name == "requeued" and fields.get("from") == "dead":
+                    j.requeued_at = stream_time(e.id)
         # (The batch in flight, if any, counts too: its final jobs join the cache once it has committed.)
         in_flight = {i for i, _ in self._inflight[0].finished} if self._inflight is not None else set()
         for job_id in [i for i, j in jobs.items() if (i in self._final or i in in_flight) and not j.changes_final]:
