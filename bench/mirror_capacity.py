@@ -53,6 +53,8 @@ def follow(mirror: Any, run_worker: Callable[[], object], jobs: int, phases: lis
         finally:
             used.append(time.thread_time() - started)
 
+    batches: list[int] = []  # jobs per batch
+    mirror.writer.on_batch = lambda stats: batches.append(stats.jobs)
     w, r = time.monotonic(), redis_cpu(redis)
     thread = threading.Thread(target=run, name="mirror")
     thread.start()
@@ -63,6 +65,8 @@ def follow(mirror: Any, run_worker: Callable[[], object], jobs: int, phases: lis
     stop.set()
     thread.join()
     phases.append((used[0], wall, redis_cpu(redis) - r))
+    mirror.writer.on_batch = None
+    print(f"following: {len(batches)} batches, {sum(batches) / max(1, len(batches)):,.0f} jobs per batch")
 
 
 def main() -> None:

@@ -27,12 +27,13 @@ ATTEMPT_FIELDS = [
     "message", "traceback", "top_frame",
 ]  # fmt: skip
 
+STATES = frozenset(state.value for state in JobState)
 _LINE = re.compile(r":\d+ in ")
 NUL, REPLACEMENT = "\x00", "\ufffd"
 ESCAPED_NUL = "\\u0000"  # NUL as JSON text writes it: decoded, a JSON value's text may hold NUL
 
 type Time = datetime | str | None
-_SECONDS: dict[int, str] = {}  # Unix second -> its SQLite text (the times of a batch share few seconds)
+_SECONDS: dict[str, str] = {}  # a Unix second's digits -> its SQLite text (the times of a batch share few seconds)
 _SECONDS_MAX = 4096
 
 
@@ -52,18 +53,34 @@ def ms_to_sqlite(value: str | None) -> str | None:
     when unset (or not a time). The mirror's SQLite hot path (tests/app/test_mirror_rows.py holds the two equal)."""
     if not value or value == "0":
         return None
-    try:
-        seconds, ms = divmod(int(value), 1000)
+    if len(value) > 3 and value.isascii() and value.isdigit():
+        # The usual case, a plain count of milliseconds: its seconds' digits name the cached text.
+        seconds, ms = value[:-3], value[-3:]
         text = _SECONDS.get(seconds)
         if text is None:
-            text = str(datetime.fromtimestamp(seconds, tz=UTC).replace(tzinfo=None))
+            text = _second(int(seconds))
+            if text is None:
+                return None
             if len(_SECONDS) >= _SECONDS_MAX:
                 _SECONDS.clear()
             _SECONDS[seconds] = text
-    except (TypeError, ValueError, OverflowError):
-        return None
+    else:
+        try:
+            whole, part = divmod(int(value), 1000)
+        except (TypeError, ValueError):
+            return None
+        text, ms = _second(whole), f"{part:03d}"
+        if text is None:
+            return None
     # str() of a datetime writes microseconds only when there are some.
-    return f"{text}.{ms:03d}000" if ms else text
+    return text if ms == "000" else f"{text}.{ms}000"
+
+
+def _second(seconds: int) -> str | None:
+    try:
+        return str(datetime.fromtimestamp(seconds, tz=UTC).replace(tzinfo=None))
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def db_text(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -133,7 +150,7 @@ def hash_values(
         _int(get("version"), 1),
         get("queue", ""),
         _int(get("priority")),
-        JobState(get("state", "queued")).value,
+        state if (state := get("state", "queued")) in STATES else JobState(state).value,  # (raises ValueError)
         get("params") or "{}",
         get("result", ""),
         _int(get("attempts")),

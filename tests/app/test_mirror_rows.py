@@ -94,7 +94,7 @@ def test_sqlite_times_are_the_text_django_stores(h: dict[str, str]) -> None:
 def test_sqlite_time_is_djangos() -> None:
     from django.db import connection
 
-    for ms in ("1764244800000", "1764244803456", "1764244803050", "1", "-1500"):
+    for ms in ("1764244800000", "1764244803456", "1764244803050", "1", "999", "1000", "0000", " 1500", "-1500", "١٢٣٤"):
         value = Job.from_hash({**FULL, "started_at": ms}).started_at
         assert value is not None
         assert ms_to_sqlite(ms) == sqlite_time(value)
