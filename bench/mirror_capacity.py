@@ -1,6 +1,6 @@
 """Mirror capacity: how many events a second the database mirror applies when it has a backlog.
 
-    .venv/bin/python bench/mirror_capacity.py --jobs 20000 [--database-url postgres://...] [--profile]
+    .venv/bin/python bench/mirror_capacity.py --jobs 20000 [--database-url postgres://...] [--profile] [--follow]
 
 It starts a private redis-server and a fresh database (SQLite in WAL mode in a temp dir unless --database-url is
 given; PostgreSQL is flushed), enqueues `--jobs` jobs whose parameters are a small dict of three fields, runs them
@@ -8,7 +8,10 @@ all with a `runworker --burst --no-mirror` process, and times the mirror applyin
 phases, as a mirror that keeps up sees them: the 'enqueued' events after the enqueue, then the 'started' and
 'completed' events after the run. Capacity is events applied per second of wall time;
 the mirror's CPU per event is this process's CPU time over the same span. Redis's CPU for the mirror's reads is
-reported per event too. `--profile` prints the top of a cProfile of the drain.
+reported per event too, and each phase's CPU per job. `--profile` prints the top of a cProfile of the drain
+(PSORT=cumulative and PTOP=60 in the environment sort and cut it otherwise). `--follow` runs the second phase as the
+Procfile's row does: the mirror (runmirror's loop, with its settle and pace) follows the worker while it drains,
+and its CPU is the mirror thread's own.
 """
 
 import argparse
