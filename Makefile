@@ -39,9 +39,9 @@ djangochecks:
 	DEBUG=0 ALLOWED_HOSTS=jobs.example.com SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \
 		$(PY) manage.py check --deploy --fail-level WARNING
 
-# Two passes (scripts/pytest_passes.sh): the bulk on pytest-xdist workers (PYTEST_WORKERS, default one per core),
-# then the slow process tests and the browser tests on SLOW_WORKERS (2) workers, a module each; each pass prints its
-# 25 slowest tests and the wall times close the output. PYTEST_WORKERS=0 / SLOW_WORKERS=0 run a pass without
+# Two passes (scripts/pytest_passes.sh): the bulk on pytest-xdist workers (PYTEST_WORKERS, default two per core),
+# then the slow process tests and the browser tests on SLOW_WORKERS (cores + 1) workers, a module each; each pass
+# prints its 25 slowest tests and the wall times close the output. PYTEST_WORKERS=0 / SLOW_WORKERS=0 run a pass without
 # workers; PYTEST_ARGS go to both passes.
 pytest:
 	PY=$(PY) scripts/pytest_passes.sh "" $(PYTEST_ARGS)

@@ -95,6 +95,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--spread", choices=sorted(RUNTIMES_MS), default="narrow", help="of the run times")
+    parser.add_argument(
+        "--intake",
+        action="store_true",
+        help="before each pair of claims, enqueue --batch jobs one per call into each queue (issue 31's 130-byte "
+        "parameters), which wait in its intake: the claims then drain the intake and lease those jobs",
+    )
     args = parser.parse_args()
     with private_redis("redis-server") as url:
         r = connect(url)
@@ -103,19 +109,23 @@ def main() -> None:
         registry = TaskRegistry()
 
         @registry.task(name="bench.cost")
-        def cost() -> None:
+        def cost(i: int = 0, pad: str = "", n: int = 0) -> None:
             pass
 
         queues = {"baseline": "cost-baseline", "this": "cost-this"}
         client = Client(r, registry)
-        for queue in queues.values():
-            client.enqueue_many([JobSpec(task="bench.cost", queue=queue) for _ in range(args.jobs)])
+        if not args.intake:
+            for queue in queues.values():
+                client.enqueue_many([JobSpec(task="bench.cost", queue=queue) for _ in range(args.jobs)])
+        params = {"i": 48213, "pad": "x" * 100, "n": 7}  # as bench/redis_cost.py's default
         store = Store(r, events_maxlen=100_000)
         worker = WorkerIdentity("bench-worker", "host", 1)
+        # A script the two checkouts share is loaded twice, under two SHAs (a trailing comment), so each
+        # version's calls can still be told apart in SLOWLOG.
         shas = {
             name: {
                 "baseline": load(r, baseline_source(args.baseline, name)),
-                "this": load(r, scripts.load(name).source),
+                "this": load(r, scripts.load(name).source + "\n-- this checkout"),
             }
             for name in ("claim", "complete")
         }
@@ -130,13 +140,19 @@ def main() -> None:
 
         leases: dict[str, list[Any]] = {version: [] for version in queues}
         r.slowlog_reset()
+        enqueued = 0
         while True:
             claimed = 0
+            if args.intake and enqueued < args.jobs:
+                for queue in queues.values():
+                    for _ in range(args.batch):
+                        client.enqueue("bench.cost", params, queue=queue)
+                enqueued += args.batch
             for version, queue in queues.items():
                 got = run("claim", version, store.claim_call(queue, worker, args.batch, idle_ms=0)).leases
                 leases[version] += got
                 claimed += len(got)
-            if not claimed:
+            if not claimed and (not args.intake or enqueued >= args.jobs):
                 break
         claims = durations(r, shas["claim"])
 

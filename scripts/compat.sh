@@ -21,7 +21,7 @@ declare -A leg_tests=(
   ["3.13:6.0"]="${django_facing[*]}"
 )
 legs=${COMPAT_LEGS:-"3.12:6.0 3.12:6.1 3.13:6.0"}
-workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
+workers=${PYTEST_WORKERS:-$((2 * $(nproc 2>/dev/null || echo 2)))}  # as scripts/pytest_passes.sh
 [ "$workers" -gt 8 ] && workers=8
 
 find_python() {  # "3.12" -> an interpreter of that version, or nothing

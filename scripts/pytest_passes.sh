@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `make pytest` and `make test-db`: the suite in two passes, each reporting its 25 slowest tests and its wall time.
-#   1. parallel: all but the slow and browser tests, on pytest-xdist workers (PYTEST_WORKERS; default one per
-#      core, at most 8). Each worker starts its own redis-server and gets its own test database (pytest-django
+#   1. parallel: all but the slow and browser tests, on pytest-xdist workers (PYTEST_WORKERS; default two per
+#      core, at most 8: a worker spends most of its time waiting for Redis, a subprocess or a sleep, so one per
+#      core left each core 55-75 % idle; on the 2-core VM, 4 workers took the pass from 291 to 180 s). Each worker starts its own redis-server and gets its own test database (pytest-django
 #      adds _gwN to its name), so the tests share nothing.
 #   2. slow: the `slow` tests (real worker, web and Redis processes, signals, timing) and the `browser` ones, after
 #      the parallel pass (their timing would be at the mercy of its CPU-bound workers if the two overlapped), on
-#      SLOW_WORKERS xdist workers (default 2): these tests mostly wait (for leases, processes, a browser), so two
-#      side by side keep the cores about as busy as one did. Whole modules go to one worker (--dist loadscope):
+#      SLOW_WORKERS xdist workers (default one more than the cores, at most 6): these tests mostly wait (for
+#      leases, processes, a browser); on the 2-core VM, 3 workers took the pass from 382 to 332 s. Whole modules go to one worker (--dist loadscope):
 #      their module fixtures (the quick chaos run, the adopted project's wheel) then run once, not once a worker.
 #      The longest modules go first (tests/conftest.py orders them by tests/slow_module_seconds.json, which
 #      `scripts/slow_module_seconds.py var/pytest-slow.xml` refreshes from this pass's report).
@@ -19,9 +20,11 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 mark=${1:-}
 shift || true
-workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
+cores=$(nproc 2>/dev/null || echo 2)
+workers=${PYTEST_WORKERS:-$((2 * cores))}
 [ "$workers" -gt 8 ] && workers=8
-slow_workers=${SLOW_WORKERS:-2}
+slow_workers=${SLOW_WORKERS:-$((cores + 1))}
+[ "$slow_workers" -gt 6 ] && slow_workers=6
 
 heavy="slow or browser"
 if [ -n "$mark" ]; then

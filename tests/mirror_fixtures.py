@@ -2,7 +2,6 @@
 
 Import the fixtures into a test module with `from tests.mirror_fixtures import *  # noqa: F403`."""
 
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -14,6 +13,7 @@ import redis
 
 import tests.tasks  # noqa: F401  (registers the test tasks)
 from jobconsole.core import Client, Worker, default_registry
+from jobconsole.core.job import attempt_history
 from jobconsole.core.job import ms_to_datetime as ms
 from jobconsole.core.keys import queue_keys
 from jobconsole.mirror.loop import Mirror
@@ -74,7 +74,7 @@ def redis_jobs(r: "redis.Redis") -> dict[str, dict[str, Any]]:
                 "result": h.get("result", ""), "attempts": int(h.get("attempts", 0)),
                 "priority": int(h.get("priority", 0)), "finished_at": ms(h.get("finished_at")),
                 "run_at": ms(h.get("run_at") or h.get("enqueued_at")),
-                "history": [json.loads(a)["outcome"] for a in history],
+                "history": [a.outcome for a in attempt_history(h, history)],
             }  # fmt: skip
     return out
 

@@ -1,9 +1,11 @@
-"""Jobs as read back from Redis: the one place a job hash and its attempt entries are decoded.
+"""Jobs as read back from Redis: the one place a job hash and its attempt entries are decoded (`attempt_history`:
+a first attempt that succeeded is recorded by the hash's own fields, not an entry).
 
 Readers never fail on a job whose fields were written by other hands: a value that cannot be read is left at
 its default (params {} and checkpoint None, with `payload_error` saying why)."""
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +94,28 @@ class Attempt:
         return None
 
 
+def attempt_history(h: Mapping[str, str], entries: Sequence[str] | None) -> list[Attempt]:
+    """A job's attempts from its hash and the entries of its attempt list (None: not read, so none).
+
+    A first attempt that succeeds is not written to the list (complete.lua): the job hash's own fields record it,
+    so a completed job with no list has that one attempt, as its entry would have said (ended at finished_at)."""
+    if entries:
+        return [Attempt.from_json(a) for a in entries]
+    if entries is None or h.get("state") != JobState.COMPLETED.value:
+        return []
+    return [
+        Attempt(
+            attempt=max(0, _int(h.get("attempts"))),
+            outcome="completed",
+            worker=h.get("worker", ""),
+            host=h.get("host", ""),
+            pid=_int(h.get("pid")),
+            started_at=ms_to_datetime(h.get("started_at")),
+            ended_at=ms_to_datetime(h.get("finished_at")),
+        )
+    ]
+
+
 @dataclass(slots=True)
 class Job:
     """A job as stored. Its JSON values (params, checkpoint, result, last error) are kept as the stored text and
@@ -169,6 +193,7 @@ class Job:
 
     @classmethod
     def from_hash(cls, h: dict[str, str], history: list[str] | None = None) -> "Job":
+        """The job of a hash; `history`: its attempt list's entries (None: not read, the job has no history)."""
         return cls(
             id=h["id"],
             task=h.get("task", ""),
@@ -191,7 +216,7 @@ class Job:
             reason=h.get("reason", ""),
             lease_ms=_int(h.get("lease_ms"), 30000),
             timeout_ms=_int(h.get("timeout_ms")),
-            history=[Attempt.from_json(a) for a in history] if history else [],
+            history=attempt_history(h, history),
             params_json=h.get("params") or "{}",
             checkpoint_json=h.get("checkpoint", ""),
             result_json=h.get("result", ""),

@@ -16,8 +16,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
-from jobconsole.core.job import Attempt as JobAttempt
-from jobconsole.core.job import ms_to_datetime
+from jobconsole.core.job import attempt_history, ms_to_datetime
 from jobconsole.core.queries import Queries
 from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
@@ -251,9 +250,7 @@ class Writer:
                 continue
             row = hash_values(h, synced_value, time)
             rows.append(row)
-            job_attempts = attempt_values(
-                job_id, [JobAttempt.from_json(a) for a in history] if history else [], attempt_time
-            )
+            job_attempts = attempt_values(job_id, attempt_history(h, history), attempt_time)
             attempts.extend(job_attempts)
             state = row[STATE]
             if state not in FINAL_NAMES:

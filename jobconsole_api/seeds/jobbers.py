@@ -343,7 +343,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
         jobs.sort(key=lambda j: j.id)
     else:
         jobs.sort(key=lambda j: j.enqueued_at.timestamp() if j.enqueued_at else 0.0)
-    histories = queries.jobs.histories([(j.queue, j.id) for j in jobs])
+    histories = queries.jobs.histories(jobs)
     for job, history in zip(jobs, histories, strict=True):
         job.history = history
     return JsonResponse({"tasks": [full(j) for j in jobs]})

@@ -58,6 +58,30 @@ def test_priority_holds_across_the_intake(r: "redis.Redis", client: Client) -> N
     assert _claim(r, 10) == [high, low]
 
 
+def test_a_claim_leases_intake_jobs_with_their_hash_written_once(r: "redis.Redis", client: Client) -> None:
+    grouped = client.enqueue("t.ok", {"x": 9}, group="g").id  # a group's job never takes the intake
+    ids = [client.enqueue("t.ok", {"x": i}).id for i in range(3)]
+    assert r.xlen(K.intake) == 3 and r.zrange(K.ready, 0, -1) == [grouped]
+    leases = claim(r, "q", 2)
+    assert [(lease.id, json.loads(lease.params)) for lease in leases] == [(ids[0], {"x": 0}), (ids[1], {"x": 1})]
+    for lease in leases:  # every field of the entry, and the lease over them
+        h = r.hgetall(K.job(lease.id))
+        assert (h["state"], h["token"], h["attempts"], h["task"], h["id"]) == (
+            "running",
+            lease.token,
+            "1",
+            "t.ok",
+            lease.id,
+        )
+        assert h["enqueued_at"] and h["started_at"] == str(lease.leased_at) and h["params"] == lease.params
+    # The group's job went to its held set; the one this claim did not lease is written as drain_intake writes it.
+    assert r.zrange(K.held("g"), 0, -1) == [grouped]
+    waiting = r.hgetall(K.job(ids[2]))
+    assert (waiting["state"], waiting["params"], waiting["id"]) == ("queued", '{"x":2}', ids[2])
+    assert r.zrange(K.ready, 0, -1) == [ids[2]] and _claim(r, 10) == [ids[2]]
+    assert client.get(ids[2]).params == {"x": 2}
+
+
 def test_a_job_waits_in_the_intake_only_while_no_worker_is_idle(r: "redis.Redis", client: Client) -> None:
     seconds, micros = r.time()
     r.zadd(K.idle, {json.dumps(["w1", "host", 1]): int(seconds) * 1000 + int(micros) // 1000 + 10_000})

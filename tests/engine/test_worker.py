@@ -117,6 +117,11 @@ def test_success_records_result_and_one_attempt(r: "redis.Redis", client: Client
     [attempt] = job.history
     assert attempt.outcome == "completed" and attempt.attempt == 1 and attempt.pid > 0 and attempt.host
     assert attempt.started_at and attempt.ended_at and attempt.started_at <= attempt.ended_at
+    # A first attempt that succeeds is recorded by the hash's own fields: no attempt list (complete.lua).
+    assert not r.exists(queue_keys("q").attempts(job_id))
+    h = r.hgetall(queue_keys("q").job(job_id))
+    assert (attempt.worker, attempt.host, str(attempt.pid)) == (h["worker"], h["host"], h["pid"])
+    assert (attempt.started_at, attempt.ended_at) == (job.started_at, job.finished_at)
     assert r.zscore(queue_keys("q").sets["completed"], job_id) is not None
     assert r.zcard(queue_keys("q").active) == 0
 

@@ -213,8 +213,11 @@ end
 -- under that lease, in the active set, exactly as if the enqueue had written it. Every script that acts
 -- on a running job by id (complete, fail, heartbeat, drop, release, release_orphans, claim's inbox check)
 -- drains first, so none of them can miss one.
+-- `defer` (claim.lua): a table that gets, per plain entry's job id, the HSET of its job hash instead of running
+-- it, so that a claim leasing that job writes its hash once, fields and lease together; the caller runs the
+-- HSETs of the others before its script ends (nothing else reads their hashes in between).
 local INTAKE_MAX = 1000  -- a fast enqueue is refused (takes the full path) once this many wait
-local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen)
+local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen, defer)
   local entries = redis.call('XRANGE', intake_key, '-', '+', 'COUNT', INTAKE_MAX)
   local n = #entries
   if n == 0 then return 0 end
@@ -224,7 +227,11 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
     local entry_id, fields = entries[e][1], entries[e][2]
     local at = tonumber(string.match(entry_id, '^%d+'))
     local job_id, task, priority = fields[2], fields[4], fields[6]
-    redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
+    if defer and fields[1] ~= 'leased' then
+      defer[job_id] = {'HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3)}
+    else
+      redis.call('HSET', prefix .. job_id, 'enqueued_at', at, 'state', QUEUED, 'id', job_id, unpack(fields, 3))
+    end
     local minute = math.floor(at / 60000)
     if fields[1] == 'leased' then
       -- A handed job's events in their order (its 'started' after its 'enqueued'), those before it first.

@@ -3,7 +3,9 @@
 -- KEYS: ready scheduled active paused events wake seq stats intake idle inbox limit
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
 -- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
--- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake).
+-- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake), in the ready set as always, but
+-- their hashes are written only after the claim has popped: one it leases has its hash written once, its fields
+-- and lease in one HSET (no HSET, then HMGET, then lease HSET); the others' are written before the script ends.
 -- Jobs an enqueue handed straight to this worker (its inbox) come first and do not count against N.
 -- When the ready set runs dry before N, the worker is registered as idle, so that the next enqueue can
 -- lease its job to this worker directly (no claim round trip) and push it to the worker's inbox.
@@ -20,7 +22,8 @@ local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumb
 local now = now_ms()
 local out = {now, -1, {}}
 -- First, so that a job handed to this worker's inbox as a leased intake entry has its hash to check.
-drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], KEYS[3], maxlen)
+local deferred = {}  -- job id -> the HSET of the job hash of a plain intake entry, not yet run
+drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], KEYS[3], maxlen, deferred)
 if idle_key then
   redis.call('ZREM', idle_key, member)
   -- Registrations of workers killed while idle would otherwise linger until an enqueue pops them, and while
@@ -53,15 +56,22 @@ while not paused and claimed < want and parked < PARK_MAX do
   for p = 1, #popped, 2 do
     local job_id = popped[p]
     local job_key = prefix .. job_id
-    local h = lease_fields(job_key)
+    local hset, h = deferred[job_id], nil
+    if hset then
+      h = {}
+      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end
+    else
+      h = lease_fields(job_key)
+    end
     if h and h.group and h.group ~= '' then
       redis.call('ZADD', held_key(KEYS[1], h.group), popped[p + 1], job_id)
       redis.call('SADD', groups_key(KEYS[1]), h.group)
       parked = parked + 1
     elseif h then
       seq = seq + 1
+      deferred[job_id] = nil  -- lease() writes it, with the lease
       local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
-                           maxlen, nil, started)
+                           maxlen, hset, started)
       local task = h.task or ''
       local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
       local b, th = 0, hist[task]
@@ -81,6 +91,7 @@ while not paused and claimed < want and parked < PARK_MAX do
   end
   if n < asked then break end  -- the ready set ran dry: no need to ask again
 end
+for _, hset in pairs(deferred) do redis.call(unpack(hset)) end  -- the intake's jobs not leased here
 emit_jobs(KEYS[5], maxlen, started.ids, 'started', RUNNING, {'worker', worker}, {attempt = started.attempts})
 if claimed > 0 then
   -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).

@@ -7,12 +7,16 @@
 -- Returns per job 1 = completed, 2 = already completed by this token (a retried ack), 0 = stale token
 -- (the lease was lost; this worker must not overwrite the new owner's result).
 -- A job with dependents releases them here (lua/_deps.lua).
+-- A first attempt that succeeds (attempt 1, no attempt list yet) is recorded by the job hash's own fields
+-- (worker, host, pid, started_at, finished_at, attempts, state completed) rather than a JSON entry in
+-- `<job>:attempts`: the readers (core/job.py, attempt_history) give a completed job without a list that one
+-- attempt. Every other attempt is closed into the list (close_attempt), so a list once begun holds them all.
 local prefix, maxlen, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 drain_intake_at(6, prefix, maxlen)  -- a handed job's hash
 local now = now_ms()
 local out = {}
--- One 'completed' event for the jobs of this call (emit_jobs); its `entry` names the closed attempt (the
--- attempt's JSON for a single job, '1' in a batch entry: the job's attempt list holds it).
+-- One 'completed' event for the jobs of this call (emit_jobs); its `entry` names the closed attempt: the
+-- attempt's JSON for a single job whose attempt went into its list, else '1' (the job's history holds it).
 local completed, entries = {}, {}
 local function emit_completed()
   if #completed == 1 then
@@ -26,22 +30,27 @@ local runtime, hist, e2e = {}, {}, {}  -- per task: ms run, jobs by run-time buc
 for j = 0, n - 1 do
   local job_id, token, result, ms = ARGV[5 + 4 * j], ARGV[6 + 4 * j], ARGV[7 + 4 * j], ARGV[8 + 4 * j]
   local job_key = prefix .. job_id
-  local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'worker', 'host', 'pid',
-                       'started_at', 'unique_key', 'enqueued_at', 'kids')
+  local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'unique_key', 'enqueued_at', 'kids')
   if f[1] ~= token then
     out[#out + 1] = 0
   elseif f[2] ~= RUNNING then
     out[#out + 1] = (f[2] == COMPLETED) and 2 or 0
   else
-    local entry = close_attempt(job_key, now, 'completed', nil, {f[4], f[5], f[6], f[7], f[8]})
+    local entry = '1'  -- a first attempt: the hash records it
+    local listed = f[4] ~= '1' or redis.call('EXISTS', job_key .. ':attempts') == 1
+    if listed then entry = close_attempt(job_key, now, 'completed') end
     redis.call('HSET', job_key, 'state', COMPLETED, 'finished_at', now, 'result', result)
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('ZADD', KEYS[2], now, job_id)
-    release_unique(KEYS[3], job_key, job_id, f[9] or '')
-    finish(job_key, ttl)
+    release_unique(KEYS[3], job_key, job_id, f[5] or '')
+    if listed then
+      finish(job_key, ttl)
+    elseif ttl > 0 then
+      redis.call('PEXPIRE', job_key, ttl)
+    end
     completed[#completed + 1] = job_id
     entries[#entries + 1] = entry
-    if f[11] == '1' then  -- its 'completed' goes before the events of the dependents it releases
+    if f[7] == '1' then  -- its 'completed' goes before the events of the dependents it releases
       emit_completed()
       deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen)
     end
@@ -58,7 +67,7 @@ for j = 0, n - 1 do
     end
     th[b] = (th[b] or 0) + 1
     runtime[task] = (runtime[task] or 0) + ran
-    local eb, te = hist_bucket(now - (tonumber(f[10]) or now)), e2e[task]
+    local eb, te = hist_bucket(now - (tonumber(f[6]) or now)), e2e[task]
     if not te then
       te = {}
       e2e[task] = te

@@ -14,7 +14,7 @@ from typing import Literal, cast
 
 from jobconsole.core import scripts
 from jobconsole.core.errors import InvalidJob, JobNotFound
-from jobconsole.core.job import Attempt, Job
+from jobconsole.core.job import Attempt, Job, attempt_history
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.queries.base import Reader
 from jobconsole.core.queries.queues import Queues
@@ -173,12 +173,13 @@ class Jobs(Reader):
                 raise reply
         return replies
 
-    def histories(self, jobs: Sequence[tuple[str, str]]) -> list[list[Attempt]]:
-        """The attempts of (queue, id) pairs (for jobs read without them), in one round trip."""
+    def histories(self, jobs: Sequence[Job]) -> list[list[Attempt]]:
+        """The attempts of jobs read without them, in one round trip (their hashes complete a first attempt that
+        succeeded: attempt_history)."""
         pipe = self.redis.pipeline(transaction=False)
-        for queue, job_id in jobs:
-            pipe.lrange(queue_keys(queue).attempts(job_id), 0, -1)
-        return [[Attempt.from_json(a) for a in entries] for entries in pipe.execute()]
+        for job in jobs:
+            pipe.lrange(queue_keys(job.queue).attempts(job.id), 0, -1)
+        return [attempt_history(job.raw, entries) for job, entries in zip(jobs, pipe.execute(), strict=True)]
 
     def ids_in(self, queue: str, state: JobState, limit: int = 100) -> list[str]:
         """Ids in one state's set, oldest first (running: by lease deadline; queued: in claim order). Scheduled
