@@ -235,6 +235,24 @@ def attempt_values(
     return out
 
 
+def completed_attempt_values(
+    job_id: str, h: dict[str, str], time: Callable[[str | None], Time] = ms_to_datetime
+) -> list[tuple[Any, ...]]:
+    """`attempt_values(job_id, attempt_history(h, []), ...)` of a completed job whose attempt list is empty (its
+    first attempt succeeded: the hash records it), read straight off the hash like `hash_values`: the mirror's hot
+    path. `time` as for `hash_values`. tests/app/test_mirror_rows.py holds the two equal."""
+    get = h.get
+    started, ended = get("started_at"), get("finished_at")
+    started_at, ended_at = time(started), time(ended)
+    duration = (int(ended) - int(started)) / 1000 if started_at is not None and ended_at is not None else None  # type: ignore[arg-type]
+    worker, host = get("worker", ""), get("host", "")
+    row = (
+        job_id, 1, max(0, _int(get("attempts"))), worker[:200], host[:200], _int(get("pid")), started_at, ended_at,
+        duration, "completed", "", "", "", "",
+    )  # fmt: skip
+    return [db_text(row) if NUL in job_id + worker + host else row]
+
+
 def fingerprint(error_class: str, top_frame: str) -> str:
     """Groups dead letters by cause: the exception class plus the top frame of the user's code, without
     its line number (so an unrelated edit above the raising line does not split a group)."""

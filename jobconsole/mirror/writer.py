@@ -31,6 +31,7 @@ from jobconsole.mirror.rows import (
     JOB_FIELDS,
     STATE,
     attempt_values,
+    completed_attempt_values,
     datetime_to_sqlite,
     dead_letter_row,
     hash_values,
@@ -43,6 +44,7 @@ FINAL_CACHE = 200_000  # ids of jobs last written in a final state (skips re-rea
 CHANGES_FINAL = frozenset({"requeued", "deleted", "expired", "edited"})
 CHUNK = 500  # ids per IN (...) clause
 FINAL_NAMES = frozenset(state.value for state in TERMINAL_STATES)
+COMPLETED = JobState.COMPLETED.value
 
 
 @dataclass(slots=True)
@@ -250,7 +252,11 @@ class Writer:
                 continue
             row = hash_values(h, synced_value, time)
             rows.append(row)
-            job_attempts = attempt_values(job_id, attempt_history(h, history), attempt_time)
+            if history is not None and not history and h.get("state") == COMPLETED:
+                # The usual job: its one attempt succeeded and its hash records it (core/job.py attempt_history).
+                job_attempts = completed_attempt_values(job_id, h, time)
+            else:
+                job_attempts = attempt_values(job_id, attempt_history(h, history), attempt_time)
             attempts.extend(job_attempts)
             state = row[STATE]
             if state not in FINAL_NAMES:

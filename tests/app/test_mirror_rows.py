@@ -5,10 +5,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobconsole.core.job import Attempt, Job
+from jobconsole.core.job import Attempt, Job, attempt_history
 from jobconsole.mirror.rows import (
     ATTEMPT_FIELDS,
     attempt_values,
+    completed_attempt_values,
     datetime_to_sqlite,
     hash_values,
     job_values,
@@ -116,3 +117,22 @@ def test_attempt_rows_with_sqlite_times_are_the_text_django_stores() -> None:
     assert with_datetimes[0][ATTEMPT_FIELDS.index("message") + 2] == "m\ufffd"  # NUL replaced
     stored = [tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in row) for row in with_datetimes]
     assert attempt_values("j1", history, datetime_to_sqlite) == stored
+
+
+COMPLETED = {**FULL, "state": "completed", "attempts": "1", "host": "box", "pid": "41"}
+FIRST_ATTEMPTS = {
+    "completed": COMPLETED,
+    "no times": {**COMPLETED, "started_at": "", "finished_at": "0"},
+    "unreadable numbers": {**COMPLETED, "attempts": "x", "pid": "", "started_at": "soon"},
+    "NUL in its worker": {**COMPLETED, "worker": "w\x00"},
+    "long names": {**COMPLETED, "worker": "w" * 300, "host": "h" * 300},
+    "minimal": {"id": "01JD0000000000000000000002", "state": "completed"},
+}
+
+
+@pytest.mark.parametrize("h", FIRST_ATTEMPTS.values(), ids=FIRST_ATTEMPTS.keys())
+def test_a_first_attempt_read_off_the_hash_equals_its_decoded_attempt(h: dict[str, str]) -> None:
+    """The writer's hot path for a job whose first attempt succeeded (no attempt entries: the hash records it)."""
+    decoded = attempt_history(h, [])
+    assert completed_attempt_values(h["id"], h) == attempt_values(h["id"], decoded)
+    assert completed_attempt_values(h["id"], h, ms_to_sqlite) == attempt_values(h["id"], decoded, datetime_to_sqlite)
