@@ -37,6 +37,7 @@ class FeedRead:
     group_missing: bool  # the group (or a stream) vanished: nothing was read
     events: list[Event]
     trimmed: dict[str, list[str]]  # per queue: pending entries trimmed before they were applied
+    full: bool = False  # some stream gave as many entries as asked for: more may follow (an entry holds up to 50 jobs)
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
@@ -72,14 +73,16 @@ class EventFeed:
         events: list[Event] = []
         trimmed: dict[str, list[str]] = {}
         missing = raw_read == 0 or any(info is None for info in streams.values())
+        full = False
         for stream, entries in [] if missing else raw_read or []:
             queue = by_stream[stream]
+            full = full or len(entries) >= count
             for entry_id, fields in entries:
                 if not fields:  # a pending entry trimmed before it was applied
                     trimmed.setdefault(queue, []).append(entry_id)
                 else:
                     events.extend(events_of(queue, entry_id, _pairs(fields)))
-        return FeedRead(int(epoch), streams, missing, events, trimmed)
+        return FeedRead(int(epoch), streams, missing, events, trimmed, full)
 
     def ack(self, ids: Mapping[str, Sequence[str]]) -> None:
         """Acknowledge applied entries, per queue."""

@@ -214,7 +214,9 @@ class Mirror:
     def _pass(self, *, pending: bool) -> int:
         """Read one batch, resync what its checks call for, apply the rest; returns entries handled."""
         batch = self.reader.read(pending=pending)
-        self._full = len(batch.events) >= self.reader.batch
+        # Full: a stream gave as many entries as asked for (not: as many events, which a batch entry of up to 50
+        # jobs gives from a few entries; a mirror that has caught up then reads again at once, not after PACE_MS).
+        self._full = batch.full
         if batch.rewound or batch.resync or batch.lost:
             self.writer.flush()  # what is in flight commits before a resync reads and writes the database
         if batch.rewound:

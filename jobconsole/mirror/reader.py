@@ -31,6 +31,7 @@ class Batch:
     rewound: bool = False  # Redis lost writes the database had seen: nothing was read, every queue resyncs
     lost: bool = False  # a stream or its group is gone: nothing was read; read the pending entries again after
     trimmed: int = 0  # pending entries found trimmed (outside the queues whose stream has a gap)
+    full: bool = False  # a stream gave a whole batch of entries: more may be waiting
 
 
 class Reader:
@@ -108,7 +109,7 @@ class Reader:
             else:
                 self.feed.ack({queue: ids})  # applied before; only the ack was lost
         events = [e for e in read.events if e.queue not in skip] if skip else read.events
-        return Batch(events, resync, trimmed=trimmed)
+        return Batch(events, resync, trimmed=trimmed, full=read.full)
 
     def _gap(self, queue: str, info: StreamInfo) -> str | None:
         cursor = self.cursors.get(queue)

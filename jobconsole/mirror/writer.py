@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from jobconsole.core.feed import EventFeed
-from jobconsole.core.job import attempt_history
+from jobconsole.core.job import attempt_history, ms_to_datetime
 from jobconsole.core.queries import Queries
 from jobconsole.core.queries.events import Event, stream_time
 from jobconsole.core.states import TERMINAL_STATES, JobState
@@ -31,8 +31,12 @@ from jobconsole.mirror.rows import (
     JOB_FIELDS,
     STATE,
     attempt_values,
+    completed_attempt_values,
+    datetime_to_sqlite,
     dead_letter_row,
     hash_values,
+    ms_to_sqlite,
+    sqlite_time,
 )
 from jobconsole.models import Attempt, DeadLetter, Job, Queue
 
@@ -40,6 +44,7 @@ FINAL_CACHE = 200_000  # ids of jobs last written in a final state (skips re-rea
 CHANGES_FINAL = frozenset({"requeued", "deleted", "expired", "edited"})
 CHUNK = 500  # ids per IN (...) clause
 FINAL_NAMES = frozenset(state.value for state in TERMINAL_STATES)
+COMPLETED = JobState.COMPLETED.value
 
 
 @dataclass(slots=True)
@@ -57,7 +62,7 @@ class Changes:
     """What one batch writes, built from Redis before its transaction."""
 
     synced: datetime
-    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values)
+    rows: list[tuple[Any, ...]]  # Job rows (rows.job_values; on SQLite with its times as the text it stores)
     attempts: list[tuple[Any, ...]]  # Attempt rows (rows.attempt_values)
     dead: list[DeadLetter]
     deleted: list[str]  # ids of jobs deleted from Redis
@@ -177,27 +182,35 @@ class Writer:
         jobs: dict[str, _JobEvents] = {}
         entries: dict[str, list[str]] = {}
         paused: dict[str, Event] = {}
+        # The mirror's per-event loop: each event's fields read once into locals.
+        applied: list[str] = []
+        queue = ""
         for e in events:
-            applied = entries.setdefault(e.queue, [])
+            fields = e.fields
+            if e.queue != queue:
+                queue = e.queue
+                applied = entries.setdefault(queue, [])
             if not applied or applied[-1] != e.id:  # the events of a batch entry share its id
                 applied.append(e.id)
-            if not e.job:
-                if e.name in ("paused", "resumed"):
-                    paused[e.queue] = e
+            job_id = fields.get("job")
+            name = fields.get("event", "")
+            if not job_id:
+                if name in ("paused", "resumed"):
+                    paused[queue] = e
                 continue
-            j = jobs.get(e.job)
+            j = jobs.get(job_id)
             if j is None:
-                j = jobs[e.job] = _JobEvents(e.queue, e)
+                j = jobs[job_id] = _JobEvents(queue, e)
             j.last = e
-            if "entry" in e.fields:
+            if "entry" in fields:
                 j.history = True
-            if e.name == "enqueued":
+            if name == "enqueued":
                 j.created = True
-            if e.name in CHANGES_FINAL:
+            elif name in CHANGES_FINAL:
                 j.changes_final = True
-                self._final.pop(e.job, None)
-            if e.name == "requeued" and e.fields.get("from") == "dead":
-                j.requeued_at = stream_time(e.id)
+                self._final.pop(job_id, None)
+                if name == "requeued" and fields.get("from") == "dead":
+                    j.requeued_at = stream_time(e.id)
         # (The batch in flight, if any, counts too: its final jobs join the cache once it has committed.)
         in_flight = {i for i, _ in self._inflight[0].finished} if self._inflight is not None else set()
         for job_id in [i for i, j in jobs.items() if (i in self._final or i in in_flight) and not j.changes_final]:
@@ -214,6 +227,11 @@ class Writer:
         late_histories = self.queries.jobs.raw_histories([(jobs[i].queue, i) for i in late])
         for job_id, raw in zip(late, late_histories, strict=True):
             found[job_id] = (found[job_id][0], raw)
+        # On SQLite the rows carry their times as the text SQLite stores (the Job rows' made straight from Redis's
+        # milliseconds), so the upsert passes them through as they are.
+        text = connection.vendor == "sqlite"
+        time, synced_value = (ms_to_sqlite, sqlite_time(synced)) if text else (ms_to_datetime, synced)
+        attempt_time = datetime_to_sqlite if text else None
         rows: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
         dead: list[DeadLetter] = []
@@ -232,14 +250,25 @@ class Writer:
                     state = j.last.fields.get("state", "")
                     gone.setdefault(state if state in JobState._value2member_map_ else "", []).append(job_id)
                 continue
-            row = hash_values(h, synced)
+            row = hash_values(h, synced_value, time)
             rows.append(row)
-            job_attempts = attempt_values(job_id, attempt_history(h, history))
+            if history is not None and not history and h.get("state") == COMPLETED:
+                # The usual job: its one attempt succeeded and its hash records it (core/job.py attempt_history).
+                job_attempts = completed_attempt_values(job_id, h, time)
+            else:
+                job_attempts = attempt_values(job_id, attempt_history(h, history), attempt_time)
             attempts.extend(job_attempts)
-            state, finished_at = row[STATE], row[FINISHED_AT]
-            if state == JobState.DEAD and (letter := dead_letter_row(row, job_attempts[-1] if job_attempts else None)):
+            state = row[STATE]
+            if state not in FINAL_NAMES:
+                continue
+            finished_at = ms_to_datetime(h.get("finished_at")) if text else row[FINISHED_AT]
+            # (A dead letter takes the job's times as datetimes, its last attempt's texts only.)
+            last_attempt = job_attempts[-1] if job_attempts else None
+            if state == JobState.DEAD and (
+                letter := dead_letter_row(hash_values(h, synced) if text else row, last_attempt)
+            ):
                 dead.append(letter)
-            if finished_at is not None and state in TERMINAL_STATES:
+            if finished_at is not None:
                 finished.append((job_id, finished_at))
         tops = {queue: max(parse_id(i) for i in ids) for queue, ids in entries.items()}
         linked = workflows.read(self.queries, [(h, jobs[i].created) for i, (h, _) in found.items() if h])
@@ -263,7 +292,7 @@ class Writer:
     def save(self, changes: Changes) -> None:
         """Write a batch in the current transaction, fenced, with each queue's cursor."""
         self.leadership.fence()
-        self.write(changes.rows, changes.attempts, changes.dead)
+        self.write(changes.rows, changes.attempts, changes.dead, stored_times=True)
         changes.linked.save(changes.synced)
         # One UPDATE per requeue time, not per job: a bulk resubmit requeues hundreds of jobs in the same millisecond.
         by_time: dict[datetime, list[str]] = {}
@@ -294,19 +323,32 @@ class Writer:
         self.feed.ack(changes.entries)
 
     @staticmethod
-    def write(rows: list[tuple[Any, ...]], attempts: list[tuple[Any, ...]], dead: list[DeadLetter]) -> None:
-        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction)."""
+    def write(
+        rows: list[tuple[Any, ...]],
+        attempts: list[tuple[Any, ...]],
+        dead: list[DeadLetter],
+        *,
+        stored_times: bool = False,
+    ) -> None:
+        """Upsert Job and Attempt rows, and add dead letters (in the caller's transaction). `stored_times`: the rows'
+        times are already what the database stores (on SQLite, its text: `_changes`)."""
         if rows:
-            _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows)
+            _upsert(Job, ["id", *JOB_FIELDS], ["id"], JOB_FIELDS, rows, stored_times=stored_times)
         if attempts:
             columns = ["job_id", "number", *ATTEMPT_FIELDS]
-            _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts)
+            _upsert(Attempt, columns, ["job_id", "number"], ATTEMPT_FIELDS, attempts, stored_times=stored_times)
         if dead:
             DeadLetter.objects.bulk_create(dead, ignore_conflicts=True)
 
 
 def _upsert(
-    model: type[models.Model], columns: list[str], conflict: list[str], update: list[str], rows: list[tuple[Any, ...]]
+    model: type[models.Model],
+    columns: list[str],
+    conflict: list[str],
+    update: list[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    stored_times: bool = False,
 ) -> None:
     """INSERT ... ON CONFLICT DO UPDATE in raw SQL: the ORM's bulk_create(update_conflicts=True) compiles every
     value on its own, and this is the mirror's hot path."""
@@ -335,14 +377,16 @@ def _upsert(
             return
         # SQLite (and others): sqlite3's C loop over one prepared statement. Datetimes are stored as
         # Django stores them (naive UTC text), so lookups and ordering keep working.
-        adapt = connection.ops.adapt_datetimefield_value
-        at = [i for i, c in enumerate(columns) if isinstance(model._meta.get_field(c), models.DateTimeField)]
-        values = [list(row) for row in rows]
-        for value in values:
-            for i in at:
-                v = value[i]
-                if v is not None:
-                    # Django's own text for a UTC datetime, without its per-value checks (the mirror's
-                    # datetimes are all UTC); anything else goes through Django.
-                    value[i] = str(v.replace(tzinfo=None)) if v.tzinfo is UTC else adapt(v)
+        values: list[Any] = rows
+        if not (stored_times and connection.vendor == "sqlite"):
+            adapt = connection.ops.adapt_datetimefield_value
+            at = [i for i, c in enumerate(columns) if isinstance(model._meta.get_field(c), models.DateTimeField)]
+            values = [list(row) for row in rows]
+            for value in values:
+                for i in at:
+                    v = value[i]
+                    if v is not None:
+                        # Django's own text for a UTC datetime, without its per-value checks (the mirror's
+                        # datetimes are all UTC); anything else goes through Django.
+                        value[i] = sqlite_time(v) if v.tzinfo is UTC else adapt(v)
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))}){tail}", values)

@@ -5,8 +5,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobconsole.core.job import Job
-from jobconsole.mirror.rows import hash_values, job_values
+from jobconsole.core.job import Attempt, Job, attempt_history
+from jobconsole.mirror.rows import (
+    ATTEMPT_FIELDS,
+    attempt_values,
+    completed_attempt_values,
+    datetime_to_sqlite,
+    hash_values,
+    job_values,
+    ms_to_sqlite,
+    sqlite_time,
+)
 
 SYNCED = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -44,6 +53,14 @@ HASHES = {
         "release_delay": "5000",
     },
     "released: its splice done": {**FULL, "deps_n": "1", "pass": "one"},
+    "NUL in its texts": {**FULL, "reason": "a\x00b", "last_error": '{"error_class":"E\\u0000","message":"m"}'},
+    "times on whole seconds, before 1970, out of range": {
+        **FULL,
+        "enqueued_at": "1764244800000",
+        "run_at": "-1500",
+        "started_at": "99999999999999999",
+        "finished_at": "1.5",
+    },
 }
 
 
@@ -64,3 +81,58 @@ def test_an_unknown_state_fails_both_ways_alike() -> None:
         Job.from_hash(h)
     with pytest.raises(ValueError):
         hash_values(h, SYNCED)
+
+
+@pytest.mark.parametrize("h", HASHES.values(), ids=HASHES.keys())
+def test_sqlite_times_are_the_text_django_stores(h: dict[str, str]) -> None:
+    """On SQLite the writer makes the times' text straight from Redis's milliseconds (rows.ms_to_sqlite): the same
+    text Django writes for the datetime."""
+    with_datetimes = hash_values(h, SYNCED)
+    stored = tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in with_datetimes)
+    assert hash_values(h, sqlite_time(SYNCED), ms_to_sqlite) == stored
+
+
+def test_sqlite_time_is_djangos() -> None:
+    from django.db import connection
+
+    for ms in ("1764244800000", "1764244803456", "1764244803050", "1", "999", "1000", "0000", " 1500", "-1500", "١٢٣٤"):
+        value = Job.from_hash({**FULL, "started_at": ms}).started_at
+        assert value is not None
+        assert ms_to_sqlite(ms) == sqlite_time(value)
+        if connection.vendor == "sqlite":
+            assert ms_to_sqlite(ms) == connection.ops.adapt_datetimefield_value(value)
+
+
+ENTRIES = [
+    '{"attempt":1,"outcome":"failed","worker":"w","host":"h","pid":7,"started_at":1764244802123,'
+    '"ended_at":1764244803000,"error_class":"E","message":"m\\u0000","traceback":"t","top_frame":"f"}',
+    '{"attempt":2,"outcome":"completed","worker":"w","host":"h","pid":7,"started_at":1764244804000}',
+    "not json",
+]
+
+
+def test_attempt_rows_with_sqlite_times_are_the_text_django_stores() -> None:
+    history = [Attempt.from_json(a) for a in ENTRIES]
+    with_datetimes = attempt_values("j1", history)
+    assert with_datetimes[0][ATTEMPT_FIELDS.index("message") + 2] == "m\ufffd"  # NUL replaced
+    stored = [tuple(sqlite_time(v) if isinstance(v, datetime) else v for v in row) for row in with_datetimes]
+    assert attempt_values("j1", history, datetime_to_sqlite) == stored
+
+
+COMPLETED = {**FULL, "state": "completed", "attempts": "1", "host": "box", "pid": "41"}
+FIRST_ATTEMPTS = {
+    "completed": COMPLETED,
+    "no times": {**COMPLETED, "started_at": "", "finished_at": "0"},
+    "unreadable numbers": {**COMPLETED, "attempts": "x", "pid": "", "started_at": "soon"},
+    "NUL in its worker": {**COMPLETED, "worker": "w\x00"},
+    "long names": {**COMPLETED, "worker": "w" * 300, "host": "h" * 300},
+    "minimal": {"id": "01JD0000000000000000000002", "state": "completed"},
+}
+
+
+@pytest.mark.parametrize("h", FIRST_ATTEMPTS.values(), ids=FIRST_ATTEMPTS.keys())
+def test_a_first_attempt_read_off_the_hash_equals_its_decoded_attempt(h: dict[str, str]) -> None:
+    """The writer's hot path for a job whose first attempt succeeded (no attempt entries: the hash records it)."""
+    decoded = attempt_history(h, [])
+    assert completed_attempt_values(h["id"], h) == attempt_values(h["id"], decoded)
+    assert completed_attempt_values(h["id"], h, ms_to_sqlite) == attempt_values(h["id"], decoded, datetime_to_sqlite)
