@@ -30,6 +30,19 @@ def decode_lease(v: Sequence[str]) -> Lease:
     return _new_lease(Lease, fields)
 
 
+LEASE_WIDTH = 10  # values per lease in a claim's flat reply (LEASE_WIDTH in lua/_lib.lua)
+
+
+def decode_leases(v: Sequence[str], start: int) -> list[Lease]:
+    """The leases of a claim's reply (claim.lua, claim_group.lua): LEASE_WIDTH values per job, flat, from `start`."""
+    new = _new_lease
+    return [
+        new(Lease, (v[i], v[i + 1], v[i + 2], int(v[i + 3]), int(v[i + 4]), v[i + 5], int(v[i + 6]),
+                    int(v[i + 7]) if v[i + 7] else 0, v[i + 8], int(v[i + 9])))  # fmt: skip
+        for i in range(start, len(v), LEASE_WIDTH)
+    ]
+
+
 _new_lease: "Callable[[type[Lease], tuple[str, str, str, int, int, str, int, int, str, int]], Lease]" = tuple.__new__
 
 
