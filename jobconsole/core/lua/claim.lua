@@ -50,6 +50,11 @@ local claimed, parked = 0, 0
 local ids, attempts = {}, {}  -- one 'started' event for the jobs of this claim (emit_jobs)
 local deadlines = {}  -- the active set's ZADD pairs (deadline, id): one ZADD for the claim
 local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
+local slots = nil  -- LEASE_FIELDS' positions by name, for the intake's jobs
+if next(deferred) then
+  slots = {}
+  for f = 1, #LEASE_FIELDS do slots[LEASE_FIELDS[f]] = f end
+end
 while not paused and claimed < want and parked < PARK_MAX do
   local asked = want - claimed
   local popped = redis.call('ZPOPMIN', KEYS[1], asked)
@@ -63,12 +68,14 @@ while not paused and claimed < want and parked < PARK_MAX do
     local hset = deferred[job_id]
     -- The job's LEASE_FIELDS as locals (false or nil when unset): no table per job.
     local task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_
-    if hset then
-      local h = {}
-      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end
-      task, tries, max_retries, params, lease_ms = h.task, h.attempts, h.max_retries, h.params, h.lease_ms
-      timeout_ms, checkpoint, ready_at, enqueued_at = h.timeout_ms, h.checkpoint, h.ready_at, h.enqueued_at
-      group, ukey, until_ = h.group, h.unique_key, h.unique_until
+    if hset then  -- an intake entry's: its pairs picked by name into one presized array, not a table by name
+      local v = {false, false, false, false, false, false, false, false, false, false, false, false}
+      for f = 3, #hset, 2 do
+        local slot = slots[hset[f]]
+        if slot then v[slot] = hset[f + 1] end
+      end
+      task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_ =
+        unpack(v)
     else
       task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_ =
         unpack(redis.call('HMGET', job_key, 'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms',
