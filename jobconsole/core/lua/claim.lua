@@ -42,11 +42,19 @@ if idle_key then
     end
   end
 end
-promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
+-- The earliest scheduled job first: when it is not due yet (the common case) nothing is promoted, and it is the
+-- next due time the reply names (one ZRANGE instead of promote_due's and a second one at the end).
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #earliest > 0 and tonumber(earliest[2]) <= now then
+  promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
+  earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+end
+if #earliest > 0 then out[2] = tonumber(earliest[2]) end
 local paused = redis.call('EXISTS', KEYS[4]) == 1
 local limit = tonumber(redis.call('GET', KEYS[12]) or '')
 if limit then want = math.min(want, limit - redis.call('ZCARD', KEYS[3])) end
 local claimed, parked = 0, 0
+local dry = false  -- a ZPOPMIN below found the ready set emptied (fewer jobs than asked)
 local ids, attempts = {}, {}  -- one 'started' event for the jobs of this claim (emit_jobs)
 local deadlines = {}  -- the active set's ZADD pairs (deadline, id): one ZADD for the claim
 local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
@@ -59,6 +67,7 @@ while not paused and claimed < want and parked < PARK_MAX do
   local asked = want - claimed
   local popped = redis.call('ZPOPMIN', KEYS[1], asked)
   local n = #popped / 2
+  dry = n < asked
   if n == 0 then break end
   -- One block of the queue's sequence numbers makes every lease token unique.
   local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
@@ -144,13 +153,11 @@ if claimed > 0 then
     for b, c in pairs(th) do redis.call('HINCRBY', KEYS[8], minute .. 'wait_h:' .. b .. '|' .. task, c) end
   end
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then
+if dry or redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[6])
   if idle_key and idle_ms > 0 and not paused and claimed < want and want > 0 then
     redis.call('ZADD', idle_key, now + idle_ms, member)
   end
 end
-local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if #nxt > 0 then out[2] = tonumber(nxt[2]) end
 out[3] = redis.call('SMEMBERS', groups_key(KEYS[1]))
 return out
