@@ -67,6 +67,7 @@ _GLOBAL = {
     "queues": keys.QUEUES, "tasks": keys.TASKS, "workers": keys.WORKERS, "epoch": keys.REDIS_EPOCH,
     "alive": keys.ALIVE, "gone": keys.GONE, "taking": keys.TAKING, "seen": keys.WORKERS_SEEN,
 }  # fmt: skip
+WAKE_TOKEN = '["wake"]'  # in a worker's inbox: see Store.wake_waiting (JSON, as claim.lua decodes every entry)
 WORKER_PREFIX = keys.worker_key("")  # worker hash names are this + id, in the registry's slot
 
 
@@ -212,6 +213,13 @@ class Store:
 
         args = [k.job_prefix, self.events_maxlen, k.inbox_prefix, count, int(may_take_intake), *job_args]
         return Call("enqueue", script_keys("enqueue", queue), args, results)
+
+    def enqueue_one_call(self, queue: str, job_id: str, pairs: Sequence[Arg]) -> Call[int]:
+        """One job of the intake kind (see enqueue_one.lua), `pairs` its intake entry's ('task', task, 'priority',
+        priority, then the hash's other fields): 1 queued, 2 handed to an idle worker, 0 not taken (nothing
+        written: send it to `enqueue_call`)."""
+        args = [job_id, queue_keys(queue).inbox_prefix, *pairs]
+        return Call("enqueue_one", script_keys("enqueue_one", queue), args, _int)
 
     def register_queues(self, queues: Iterable[str]) -> None:
         # A plain SADD: Redis refuses it while full, as it refuses the enqueue that follows.
@@ -507,7 +515,22 @@ class Store:
         if popped is None:
             return None
         queue, is_inbox = watched[str(popped[0])]
-        return Handed(queue, decode_lease(json.loads(popped[1])) if is_inbox else None)
+        if not is_inbox:
+            return Handed(queue, None)
+        if popped[1] == WAKE_TOKEN:  # wake_waiting(): nothing to do, the pop just ends
+            return None
+        return Handed(queue, decode_lease(json.loads(popped[1])))
+
+    def wake_waiting(self, worker: WorkerIdentity, queue: str) -> None:
+        """End the worker's own blocking wait_for_work at once (it returns None), rather than at its timeout: a
+        token pushed to its inbox on `queue` (one of those it waits on)."""
+        # A token left over (the wait had ended already) is dropped by the next claim, release_orphans or takeback,
+        # all of which read or delete the inbox; claim.lua decodes it as a lease whose job does not exist.
+        inbox = queue_keys(queue).inbox(worker.id)
+        pipe = self.redis.pipeline(transaction=not self.cluster)  # as elsewhere: MULTI but on a cluster client
+        pipe.rpush(inbox, WAKE_TOKEN)
+        pipe.pexpire(inbox, 60000)  # as enqueue.lua's hand-off: a worker that died leaves no inbox for long
+        pipe.execute()
 
     def clear_inboxes(self, worker_id: str, queues: Sequence[str]) -> None:
         """A worker starting under a name an earlier process used: jobs in those inboxes hold stale leases."""

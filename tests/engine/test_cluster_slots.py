@@ -49,6 +49,7 @@ def every_call(store: Recorder) -> list[Call[Any]]:
     job = ["id", "t", 0, "", "", "", 3, "queue", q, "params", "{}", "max_retries", 3]
     makers = [
         lambda: store.enqueue_call(q, 1, True, job),
+        lambda: store.enqueue_one_call(q, "id", ["task", "t", "priority", 0]),
         lambda: store.drain_call(q),
         lambda: store.cancel_call(q, "id", ttl_ms=1),
         lambda: store.requeue_call(q, "id", reset_attempts=False),

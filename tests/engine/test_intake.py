@@ -191,3 +191,17 @@ def test_a_read_finds_a_job_that_another_client_drained_meanwhile(
     located = client.enqueue("t.ok").id
     assert r.xlen(K.intake) == 1
     assert reader.locate(located) == "q"
+
+
+def test_a_job_enqueue_one_leaves_to_the_full_script_is_written_once(r: "redis.Redis", client: Client) -> None:
+    """enqueue_one.lua writes nothing when an idle worker is registered while a job waits ahead: it puts the
+    registration back and answers 0, and enqueue.lua queues the job behind the waiting one (one job, not two)."""
+    waiting = client.enqueue("t.ok", delay=0)  # a full-path job on the ready set
+    seconds, micros = r.time()
+    r.zadd(K.idle, {json.dumps(["w1", "host", 1]): int(seconds) * 1000 + int(micros) // 1000 + 10_000})
+    assert client.store.run(client.store.enqueue_one_call("q", "01ARZ3NDEKTSV4RRFFQ69G5FAV", ["task", "t.ok"])) == 0
+    assert r.xlen(K.intake) == 0 and r.zcard(K.idle) == 1  # nothing written, the registration back
+    queued = client.enqueue("t.ok")
+    assert queued.state is JobState.QUEUED and queued.status == "created" and r.zcard(K.idle) == 1
+    assert client.counts("q").queued == 2
+    assert _claim(r) == [waiting.id, queued.id]

@@ -162,13 +162,16 @@ def test_the_recoverer_requeues_lost_leases_while_redis_is_full(full_r: "redis.R
 
 
 def test_only_enqueue_is_refused_when_redis_is_full() -> None:
-    """The policy in one place: every script but enqueue.lua, workflow.lua and workflow_restore.lua (which add jobs)
-    carries Redis's allow-oom flag; gauges.lua, which only reads, is no-writes too (the console reads it while
-    Redis refuses writes of any kind)."""
+    """The policy in one place: every script but enqueue.lua, enqueue_one.lua, workflow.lua and workflow_restore.lua
+    (which add jobs) carries Redis's allow-oom flag; gauges.lua, which only reads, is no-writes too (the console
+    reads it while Redis refuses writes of any kind)."""
     flags = {name: scripts.load(name).source.partition("\n")[0] for name in scripts.names()}
-    refused = {"enqueue", "gauges", "workflow", "workflow_restore"}
+    refused = {"enqueue", "enqueue_one", "gauges", "workflow", "workflow_restore"}
     assert {name for name, shebang in flags.items() if shebang != "#!lua flags=allow-oom"} == refused
-    assert flags["enqueue"] == flags["workflow"] == "#!lua" and flags["gauges"] == "#!lua flags=no-writes,allow-oom"
+    assert (
+        flags["enqueue"] == flags["enqueue_one"] == flags["workflow"] == "#!lua"
+        and flags["gauges"] == "#!lua flags=no-writes,allow-oom"
+    )
 
 
 def test_operators_can_pause_cancel_requeue_and_delete_while_redis_is_full(

@@ -2,7 +2,8 @@
 -- Enqueue one or more jobs into one queue.
 -- KEYS: ready scheduled unique events wake seq stats idle paused active intake limit
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] inbox key prefix  ARGV[4] number of jobs
--- ARGV[5] '1' when the one job may take the intake (the client made its id; no unique key, not delayed)
+-- ARGV[5] '1' when the one job may take the intake (the client made its id; no unique key, not delayed): a
+--   batch of one (Client.enqueue_many); Client.enqueue sends such a job to enqueue_one.lua, which costs less
 -- then per job: id, task, priority, delay_ms ('' = none), run_at_ms ('' = none), unique_key ('' = none),
 --               n (number of extra field/value pairs), then n pairs stored on the job hash.
 -- Fields left unset mean their defaults: attempts 0, version 1, no timeout, dead_letter 'save',

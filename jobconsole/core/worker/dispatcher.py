@@ -9,7 +9,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from functools import partial
 
 import redis
 
@@ -110,7 +109,7 @@ class Worker:
         self._threads = TaskThreads(concurrency, self._results)
         self._dispatcher_ident: int | None = None  # the thread that calls run()
         self._pacer = ThreadPacer(concurrency, threads_cpu_clock(self._pipeline_idents))
-        self._stop = StopRequests(wake=partial(self._results.put, None))
+        self._stop = StopRequests(wake=self._wake)
         self.controls = Controls(self._stop, self.id)  # an operator's quiet or stop (core/worker/control.py)
         self.clock = RedisClock(self.store)
         self._base_id, self._incarnation = self.id, 1  # a worker declared gone goes on as <id>~2, ~3, ...
@@ -141,6 +140,13 @@ class Worker:
             self._stop, self.running, self._threads, self._pacer, self.exchange, self.registration,
             concurrency=concurrency, grace=shutdown_grace, worker_id=self.id,
         )  # fmt: skip
+
+    def _wake(self) -> None:
+        """Wake the dispatcher to act on a stop, quiet or new id, whatever it waits for (a signal handler's too)."""
+        self._results.put(None)
+        idle = getattr(self, "idle", None)  # built after the stop requests
+        if idle is not None:
+            idle.interrupt()
 
     def _start_leased(self, queue: str, lease: Lease, received: float, redis_now_ms: int) -> RunningJob | None:
         return self.launcher.start(queue, lease, received, redis_now_ms)  # built after the group claims
@@ -218,8 +224,8 @@ class Worker:
                 self._pace()
                 if stop.count:
                     exchange.report_and_claim(0)
-                    # The on_shutdown policies first: leaving the idle lists waits for the watch's pop out (up to
-                    # a second), and an interrupted job must not run on meanwhile.
+                    # The on_shutdown policies first: leaving the idle lists waits for the watch's pop out to end
+                    # (Watch.settle wakes it: a round trip), and an interrupted job must not run on meanwhile.
                     if shutdown.step():
                         return
                     controls.leave_idle(exchange)

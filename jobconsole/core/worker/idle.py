@@ -13,15 +13,13 @@ from jobconsole.core.task_threads import TaskThreads
 from jobconsole.core.thread_pacing import STARVED_AFTER_S
 from jobconsole.core.worker.exchange import Exchange
 from jobconsole.core.worker.launcher import Launcher
-from jobconsole.core.worker.watch import Watch
+from jobconsole.core.worker.watch import Watch, wake_pop
 
 LONGEST_BLOCK_S = 1.0  # shorter than exchange.IDLE_REGISTRATION_MS, so that an idle worker stays registered
 GROUP_WAIT_S = 0.05  # a full group's: see wait()
 WATCH_WAIT_S = 2 * LONGEST_BLOCK_S  # the watch thread's pop ends (and wakes us) first
 FULL_WAIT_S = 0.5  # every slot taken and every thread taking jobs: only an outcome frees one
-# A burst worker leaves once its queues are empty, and leaving waits for the watch thread's pop (Watch.settle):
-# its pops stay short so that the last job's end is not followed by a second of waiting.
-BURST_WATCH_S = 0.1
+_WOKEN = object()  # IdleWait.interrupt()'s
 
 
 class IdleWait:
@@ -51,7 +49,15 @@ class IdleWait:
         self._exchange = exchange
         self._watch = watch
         self._concurrency = concurrency
-        self._done: stdqueue.SimpleQueue[BaseException | None] = stdqueue.SimpleQueue()  # see _wait_in_thread
+        # A task thread's pop ended (None, or its error), or interrupt() (_WOKEN): see wait().
+        self._done: stdqueue.SimpleQueue[BaseException | object | None] = stdqueue.SimpleQueue()
+        self._idle_pop = False  # a task thread's pop is out and this thread waits for it (interrupt)
+
+    def interrupt(self) -> None:
+        """A stop, quiet or new id to act on (any thread, a signal handler too: SimpleQueue.put is reentrant): a
+        fully idle wait ends its task thread's pop at once rather than at its timeout."""
+        if self._idle_pop:
+            self._done.put(_WOKEN)  # one left over costs the next idle wait a pop ended early
 
     def wait(self, free: int) -> None:
         """Wait for an outcome, a job handed to us, or a wake-up to claim, with `free` slots free."""
@@ -69,12 +75,16 @@ class IdleWait:
         exchange = self._exchange
         if exchange.next_due_ms >= 0:
             timeout = min(timeout, max(0.001, (exchange.next_due_ms - exchange.redis_now_ms) / 1000))
-        if self._running or self._watch.outstanding:
+        if not self._running and self._watch.outstanding and not self._watch.finish():
+            return  # the watch's pop brought work (a job started, a wake-up to claim on): back to the loop
+        if self._running:
             # An outcome may come first: the pop goes on on the watch thread, which wakes us when it ends (the
             # dispatch loop then takes what it brought, once it has seen a stop or quiet request). Our own wait
             # outlasts the pop, lest each pop cost two claims, but not a job falling due (a pop out may have begun
-            # before the claim that told of it).
-            self._watch.begin(self._identity, min(timeout, BURST_WATCH_S) if exchange.burst else timeout)
+            # before the claim that told of it). Once the last job has ended, finish() above ends the pop (a
+            # token to our inbox) and a task thread pops instead: a job handed to a watch pop would wake this
+            # thread, then a task thread, before it started.
+            self._watch.begin(self._identity, timeout)
             if self._threads.backlog() > 0 and self._threads.active < self._concurrency:
                 timeout = STARVED_AFTER_S  # see ThreadPacer.starved
             elif timeout >= LONGEST_BLOCK_S:
@@ -83,10 +93,18 @@ class IdleWait:
             return
         # A task thread blocks instead of this one and runs a handed job itself: waking this thread and then
         # a task thread would put a second wake-up before the task starts.
+        self._idle_pop = True
         self._threads.call(partial(self._wait_in_thread, timeout))
-        error = self._done.get()  # bounded by the pop's timeout and the socket timeout
-        if error is not None:
-            raise error
+        woken = False
+        try:
+            while (done := self._done.get()) is _WOKEN:  # bounded by the pop's timeout and the socket timeout
+                if not woken:  # the pop ends with the token (or a job it brought first, started as usual)
+                    woken = True
+                    wake_pop(self._store, self._identity, self._queues)
+        finally:
+            self._idle_pop = False
+        if isinstance(done, BaseException):
+            raise done
 
     def _wait_in_thread(self, timeout: float) -> None:
         """A task thread's part of a fully idle wait: the blocking pop, then the handed-off job, if any."""

@@ -26,6 +26,7 @@ class Liveness:
         self._store = store
         self._worker_id = worker_id  # the current id: it changes when the worker was declared gone
         self.expiry_ms = int(expiry_s * 1000)
+        self._fresh_s = self.expiry_ms / 1000 * 2 / 3  # fresh() runs before every job
         self.every_s = expiry_s / 3
         self.gone = threading.Event()  # our id was declared gone: set here, cleared by the dispatcher's rename
         self.last_ok = time.monotonic()  # when the last beat was accepted
@@ -34,7 +35,7 @@ class Liveness:
     def fresh(self) -> bool:
         """Our last accepted beat is recent enough (two thirds of the expiry: beats come every third) that no
         recoverer can have declared us gone: a job leased to us may begin."""
-        return not self.gone.is_set() and time.monotonic() - self.last_ok < self.expiry_ms / 1000 * 2 / 3
+        return not self.gone.is_set() and time.monotonic() - self.last_ok < self._fresh_s
 
     def beat(self) -> bool:
         """One heartbeat; False (and `gone` set) when the id was declared gone."""

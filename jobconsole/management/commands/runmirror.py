@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from jobconsole.management.heap import freeze_startup_heap
 from jobconsole.management.stopping import stop_on_signals
 from jobconsole.mirror.service import build_service
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
         if options["batch"]:
             overrides["batch"] = options["batch"]
         service = build_service(**overrides)
+        freeze_startup_heap()
         if options["burst"]:
             service.burst()
             mirror = service.mirror

@@ -37,6 +37,7 @@ from jobconsole.db_connections import task_hooks
 from jobconsole.django_backend import served_queues
 from jobconsole.engine import define_flow_control, get_redis
 from jobconsole.logs import announce_worker, ensure_handler
+from jobconsole.management.heap import freeze_startup_heap
 from jobconsole.management.processes import MIRROR, WORKER, Child, Lifeline, Supervisor, parse_processes
 
 log = logging.getLogger("jobconsole.runworker")
@@ -220,6 +221,7 @@ class Command(BaseCommand):
             [f"system_queue={SYSTEM_QUEUE}"] * (system is not None) + ["mirror=thread"] * (mirror_thread is not None)
             + ["scheduler=thread"] * (scheduler_thread is not None) + ["burst"] * burst,
         )  # fmt: skip
+        freeze_startup_heap()
         try:
             worker.run()
         finally:
@@ -269,7 +271,9 @@ class Command(BaseCommand):
             stop = threading.Event()
             lifeline.watch(stop.set, grace)
             log.info("runworker mirror process started pid=%d", os.getpid())
-            build_service().run(stop)
+            service = build_service()
+            freeze_startup_heap()
+            service.run(stop)
             return 0
 
         children = [Child(f"worker-{slot}", worker_body(slot), WORKER) for slot in range(1, processes + 1)]
