@@ -30,6 +30,21 @@ def decode_lease(v: Sequence[str]) -> Lease:
     return _new_lease(Lease, fields)
 
 
+LEASE_WIDTH = 10  # values per lease in a claim's flat reply (LEASE_WIDTH in lua/_lib.lua)
+
+
+def decode_leases(v: Sequence[str], start: int) -> list[Lease]:
+    """The leases of a claim's reply (claim.lua, claim_group.lua): LEASE_WIDTH values per job, flat, from `start`."""
+    new = _new_lease
+    leases = []
+    for i in range(start, len(v), LEASE_WIDTH):
+        job_id, token, task, attempt, retries, params, lease_ms, timeout_ms, checkpoint, leased_at = v[i : i + 10]
+        fields = (job_id, token, task, int(attempt), int(retries), params, int(lease_ms),
+                  int(timeout_ms) if timeout_ms else 0, checkpoint, int(leased_at))  # fmt: skip
+        leases.append(new(Lease, fields))
+    return leases
+
+
 _new_lease: "Callable[[type[Lease], tuple[str, str, str, int, int, str, int, int, str, int]], Lease]" = tuple.__new__
 
 

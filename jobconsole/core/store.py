@@ -29,6 +29,7 @@ from jobconsole.core.results import (
     SlotGrant,
     SlotRecord,
     decode_lease,
+    decode_leases,
 )
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
@@ -138,11 +139,11 @@ def _flat(rows: Iterable[tuple[Arg, ...]]) -> Iterable[Arg]:
 
 
 def _claimed(reply: Any) -> Claimed:
-    return Claimed(int(reply[0]), int(reply[1]), [decode_lease(v) for v in reply[3:]], [str(g) for g in reply[2]])
+    return Claimed(int(reply[0]), int(reply[1]), decode_leases(reply, 3), [str(g) for g in reply[2]])
 
 
 def _group_claimed(reply: Any) -> Claimed:
-    return Claimed(int(reply[0]), -1, [decode_lease(v) for v in reply[1:]])
+    return Claimed(int(reply[0]), -1, decode_leases(reply, 1))
 
 
 def _group_slots(reply: Any) -> SlotGrant:

@@ -361,3 +361,32 @@ def test_slots_that_ran_out_while_redis_was_away_get_their_time_back(r: "redis.R
     r.zadd(slots, {token: store.time_ms() - 100})
     assert store.touch_groups() == 1
     assert len(store.group_acquire("ext", 1, holder="w2", lease_ms=500, queue="q").tokens) == 1
+
+
+def test_a_group_claim_and_a_promotion_write_one_batch_event_for_their_jobs(r: "redis.Redis", client: Client) -> None:
+    """claim_group.lua's 'started' and promote_due's 'promoted' are one stream entry for the jobs of the call
+    (emit_jobs), read back as one event per job, attempts included; the leases come back flat and in order."""
+    from jobconsole.core.queries.events import events_of
+
+    client.define_group(Group("ext", connections=3))
+    store = Store(r)
+    ids = [client.enqueue("ext.call").id for _ in range(3)]
+    assert claim(r, "q", 10) == []  # moved to the group's held set
+    before = r.xlen(queue_keys("q").events)
+    leased = store.run(store.claim_group_call("q", "ext", _identity(), 3)).leases
+    assert [lease.id for lease in leased] == ids and {lease.attempt for lease in leased} == {1}
+    assert all(lease.token.startswith("w:") and lease.params == "{}" for lease in leased)
+    entries = r.xrange(queue_keys("q").events)[before:]
+    assert len(entries) == 1
+    events = events_of("q", *entries[0])
+    assert [(e.fields["job"], e.fields["event"], e.fields["attempt"], e.fields["worker"]) for e in events] == [
+        (job_id, "started", "1", "w") for job_id in ids
+    ]
+    due = [client.enqueue("ext.call", delay=0.001).id for _ in range(3)]
+    time.sleep(0.01)
+    before = r.xlen(queue_keys("q").events)
+    assert store.promote("q", limit=10) == 3
+    entries = r.xrange(queue_keys("q").events)[before:]
+    # (in run-at order; jobs due the same ms in id order)
+    assert len(entries) == 1 and sorted(e.fields["job"] for e in events_of("q", *entries[0])) == sorted(due)
+    assert {e.fields["event"] for e in events_of("q", *entries[0])} == {"promoted"}

@@ -118,14 +118,16 @@ end
 -- Promote due scheduled jobs (delays and retry backoffs) to the ready set.
 local function promote_due(prefix, scheduled_key, ready_key, seq_key, wake_key, events_key, maxlen, now, limit)
   local due = redis.call('ZRANGE', scheduled_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+  local promoted = {}  -- one 'promoted' event for them (emit_jobs)
   for _, job_id in ipairs(due) do
     redis.call('ZREM', scheduled_key, job_id)
     local job_key = prefix .. job_id
     if redis.call('EXISTS', job_key) == 1 then
       make_ready(job_key, job_id, ready_key, seq_key, wake_key, now)
-      emit(events_key, maxlen, job_id, 'promoted', QUEUED)
+      promoted[#promoted + 1] = job_id
     end
   end
+  emit_jobs(events_key, maxlen, promoted, 'promoted', QUEUED)
   return #due
 end
 
@@ -146,6 +148,7 @@ local LEASE_FIELDS = {'task', 'attempts', 'max_retries', 'params', 'lease_ms', '
                       'ready_at', 'enqueued_at', 'group', 'unique_key', 'unique_until'}
 -- `hset`, when given, is an HSET of the job's other fields still to be written (a new job): its fields go
 -- in the same command, the lease's last so that they win (HSET sets repeated fields in order).
+local LEASE_WIDTH = 10  -- values per lease; claim and claim_group return them flat, one run per job
 local function leased_reply(job_id, token, h, attempt, now)
   return {job_id, token, h.task or '', tostring(attempt), h.max_retries or '0', h.params or '{}',
           h.lease_ms or '30000', h.timeout_ms or '', h.checkpoint or '', tostring(now)}

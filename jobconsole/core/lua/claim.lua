@@ -13,9 +13,10 @@
 -- worker holding one of the group's slots claims it (claim_group.lua); the claim goes on popping, so jobs
 -- waiting for a slot never hold up the others. A queue limit (`limit`: running jobs of the queue at once,
 -- across workers) caps N, and a worker is never registered idle on a limited queue at its limit.
--- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, job...}; each job is
--- what lease() returns: {id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint,
--- leased_at}.
+-- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, then per job LEASE_WIDTH
+-- values, flat: id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at (what
+-- leased_reply() holds; core/results.py decode_leases). A flat reply builds no table per job, in Lua nor in the
+-- reply's conversion; the leasing is lease()'s inline, with the job's fields in locals and one ZADD of `active`.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
@@ -35,45 +36,95 @@ if idle_key then
     for _, payload in ipairs(handed) do
       local leased = cjson.decode(payload)  -- as lease() returned it: id, token, ...
       local current = redis.call('HMGET', prefix .. leased[1], 'token', 'state')
-      if current[1] == leased[2] and current[2] == RUNNING then out[#out + 1] = leased end
+      if current[1] == leased[2] and current[2] == RUNNING then
+        for f = 1, LEASE_WIDTH do out[#out + 1] = leased[f] end
+      end
     end
   end
 end
-promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
+-- The earliest scheduled job first: when it is not due yet (the common case) nothing is promoted, and it is the
+-- next due time the reply names (one ZRANGE instead of promote_due's and a second one at the end).
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #earliest > 0 and tonumber(earliest[2]) <= now then
+  promote_due(prefix, KEYS[2], KEYS[1], KEYS[7], KEYS[6], KEYS[5], maxlen, now, 1000)
+  earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+end
+if #earliest > 0 then out[2] = tonumber(earliest[2]) end
 local paused = redis.call('EXISTS', KEYS[4]) == 1
 local limit = tonumber(redis.call('GET', KEYS[12]) or '')
 if limit then want = math.min(want, limit - redis.call('ZCARD', KEYS[3])) end
 local claimed, parked = 0, 0
-local started = {ids = {}, attempts = {}}  -- one 'started' event for the jobs of this claim (emit_jobs)
+local dry = false  -- a ZPOPMIN below found the ready set emptied (fewer jobs than asked)
+local ids, attempts = {}, {}  -- one 'started' event for the jobs of this claim (emit_jobs)
+local deadlines = {}  -- the active set's ZADD pairs (deadline, id): one ZADD for the claim
 local waited, hist = {}, {}  -- per task: ms waited, jobs by wait bucket
+local slots = nil  -- LEASE_FIELDS' positions by name, for the intake's jobs
+if next(deferred) then
+  slots = {}
+  for f = 1, #LEASE_FIELDS do slots[LEASE_FIELDS[f]] = f end
+end
 while not paused and claimed < want and parked < PARK_MAX do
   local asked = want - claimed
   local popped = redis.call('ZPOPMIN', KEYS[1], asked)
   local n = #popped / 2
+  dry = n < asked
   if n == 0 then break end
   -- One block of the queue's sequence numbers makes every lease token unique.
   local seq = tonumber(redis.call('INCRBY', KEYS[7], n)) - n
   for p = 1, #popped, 2 do
     local job_id = popped[p]
     local job_key = prefix .. job_id
-    local hset, h = deferred[job_id], nil
-    if hset then
-      h = {}
-      for f = 3, #hset, 2 do h[hset[f]] = tostring(hset[f + 1]) end
+    local hset = deferred[job_id]
+    -- The job's LEASE_FIELDS as locals (false or nil when unset): no table per job.
+    local task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_
+    if hset then  -- an intake entry's: its pairs picked by name into one presized array, not a table by name
+      local v = {false, false, false, false, false, false, false, false, false, false, false, false}
+      for f = 3, #hset, 2 do
+        local slot = slots[hset[f]]
+        if slot then v[slot] = hset[f + 1] end
+      end
+      task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_ =
+        unpack(v)
     else
-      h = lease_fields(job_key)
+      task, tries, max_retries, params, lease_ms, timeout_ms, checkpoint, ready_at, enqueued_at, group, ukey, until_ =
+        unpack(redis.call('HMGET', job_key, 'task', 'attempts', 'max_retries', 'params', 'lease_ms', 'timeout_ms',
+                          'checkpoint', 'ready_at', 'enqueued_at', 'group', 'unique_key', 'unique_until'))
     end
-    if h and h.group and h.group ~= '' then
-      redis.call('ZADD', held_key(KEYS[1], h.group), popped[p + 1], job_id)
-      redis.call('SADD', groups_key(KEYS[1]), h.group)
+    if not task then  -- gone (deleted while queued): nothing to lease
+    elseif group and group ~= '' then
+      redis.call('ZADD', held_key(KEYS[1], group), popped[p + 1], job_id)
+      redis.call('SADD', groups_key(KEYS[1]), group)
       parked = parked + 1
-    elseif h then
+    else
+      -- lease() inline (it builds a reply table per job; this claim's reply is flat).
       seq = seq + 1
-      deferred[job_id] = nil  -- lease() writes it, with the lease
-      local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[3], KEYS[5],
-                           maxlen, hset, started)
-      local task = h.task or ''
-      local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
+      local token = worker .. ':' .. seq
+      local attempt = (tonumber(tries) or 0) + 1
+      if hset then
+        deferred[job_id] = nil  -- written here, fields and lease in one HSET
+        local values, m = {lease_values(attempt, token, worker, host, pid, now)}, #hset
+        for f = 1, #values do hset[m + f] = values[f] end
+        redis.call(unpack(hset))
+      else
+        redis.call('HSET', job_key, lease_values(attempt, token, worker, host, pid, now))
+      end
+      lease_ms = lease_ms or '30000'
+      deadlines[#deadlines + 1] = now + tonumber(lease_ms)
+      deadlines[#deadlines + 1] = job_id
+      if until_ == 'start' and ukey and ukey ~= '' then
+        -- Unique until it starts: the key is free again from the lease on, if this job still holds it.
+        local unique_key = string.sub(KEYS[3], 1, -7) .. 'unique'
+        if redis.call('HGET', unique_key, ukey) == job_id then redis.call('HDEL', unique_key, ukey) end
+      end
+      claimed = claimed + 1
+      ids[claimed], attempts[claimed] = job_id, attempt
+      -- The lease, flat in the reply (LEASE_WIDTH values, as leased_reply orders them).
+      local o = #out
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = job_id, token, task, attempt, max_retries or '0'
+      out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = params or '{}', lease_ms, timeout_ms or '',
+                                                                    checkpoint or '', now
+      task = task or ''
+      local wait = now - (tonumber(ready_at) or tonumber(enqueued_at) or now)
       local b, th = 0, hist[task]
       if wait >= 1 then  -- hist_bucket, inline
         local _, e = math.frexp(wait)
@@ -85,14 +136,15 @@ while not paused and claimed < want and parked < PARK_MAX do
       end
       th[b] = (th[b] or 0) + 1
       waited[task] = (waited[task] or 0) + wait
-      out[#out + 1] = leased
-      claimed = claimed + 1
     end
   end
   if n < asked then break end  -- the ready set ran dry: no need to ask again
 end
+for a = 1, #deadlines, 1000 do
+  redis.call('ZADD', KEYS[3], unpack(deadlines, a, math.min(a + 999, #deadlines)))
+end
 for _, hset in pairs(deferred) do redis.call(unpack(hset)) end  -- the intake's jobs not leased here
-emit_jobs(KEYS[5], maxlen, started.ids, 'started', RUNNING, {'worker', worker}, {attempt = started.attempts})
+emit_jobs(KEYS[5], maxlen, ids, 'started', RUNNING, {'worker', worker}, {attempt = attempts})
 if claimed > 0 then
   -- The wait histogram counts the jobs started too: readers add it to 'started' (core/metrics.py).
   local minute = math.floor(now / 60000) .. '|'
@@ -101,13 +153,11 @@ if claimed > 0 then
     for b, c in pairs(th) do redis.call('HINCRBY', KEYS[8], minute .. 'wait_h:' .. b .. '|' .. task, c) end
   end
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then
+if dry or redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[6])
   if idle_key and idle_ms > 0 and not paused and claimed < want and want > 0 then
     redis.call('ZADD', idle_key, now + idle_ms, member)
   end
 end
-local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if #nxt > 0 then out[2] = tonumber(nxt[2]) end
 out[3] = redis.call('SMEMBERS', groups_key(KEYS[1]))
 return out

@@ -6,7 +6,7 @@
 -- KEYS: ready active paused events seq stats limit
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] group  ARGV[4] N  ARGV[5] worker id  ARGV[6] host
 -- ARGV[7] pid
--- Returns {now_ms, job...}, each job as lease() returns it.
+-- Returns {now_ms, then per job LEASE_WIDTH values, flat (as claim.lua returns them)}; one 'started' event for them.
 local prefix, maxlen, group, want = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local worker, host, pid = ARGV[5], ARGV[6], ARGV[7]
 local now = now_ms()
@@ -19,20 +19,23 @@ if want > 0 then
   local popped = redis.call('ZPOPMIN', held, want)
   local n = #popped / 2
   local seq = tonumber(redis.call('INCRBY', KEYS[5], n)) - n
+  local started = {ids = {}, attempts = {}}  -- one 'started' event for the jobs of this call (emit_jobs)
+  local field = math.floor(now / 60000) .. '|'
   for p = 1, #popped, 2 do
     local job_id = popped[p]
     local job_key = prefix .. job_id
     local h = lease_fields(job_key)
     if h then
       seq = seq + 1
-      out[#out + 1] = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[2], KEYS[4],
-                            maxlen)
+      local leased = lease(job_key, job_id, h, worker, host, pid, now, worker .. ':' .. seq, KEYS[2], KEYS[4],
+                           maxlen, nil, started)
+      for f = 1, LEASE_WIDTH do out[#out + 1] = leased[f] end
       local wait = now - (tonumber(h.ready_at) or tonumber(h.enqueued_at) or now)
-      local field = math.floor(now / 60000) .. '|'
       redis.call('HINCRBY', KEYS[6], field .. 'wait_ms|' .. (h.task or ''), wait)
       redis.call('HINCRBY', KEYS[6], field .. 'wait_h:' .. hist_bucket(wait) .. '|' .. (h.task or ''), 1)
     end
   end
+  emit_jobs(KEYS[4], maxlen, started.ids, 'started', RUNNING, {'worker', worker}, {attempt = started.attempts})
 end
 if redis.call('EXISTS', held) == 0 then redis.call('SREM', groups_key(KEYS[1]), group) end
 return out
