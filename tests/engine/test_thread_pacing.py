@@ -95,8 +95,9 @@ def test_a_small_concurrency_is_never_paced_below_itself() -> None:
 def test_a_worker_paces_down_under_cpu_bound_short_tasks_and_opens_up_for_slow_ones(
     r: "redis.Redis", monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker's wiring of the pacer (its policy is tested above). The thresholds are lowered: on a machine
-    shared with other tests the spinning threads get a third of a core, not the 85 % that means GIL-bound."""
+    """The worker's wiring of the pacer (its policy is tested above). While the tasks spin, the thresholds are
+    lowered: on a machine shared with other tests the spinning threads get a third of a core, not the 85 % that
+    means GIL-bound."""
     monkeypatch.setattr(thread_pacing, "SHRINK_ABOVE_CPU", 0.3)
     monkeypatch.setattr(thread_pacing, "GROW_BELOW_CPU", 0.1)
     registry = TaskRegistry()
@@ -123,6 +124,7 @@ def test_a_worker_paces_down_under_cpu_bound_short_tasks_and_opens_up_for_slow_o
     with worker_in_thread(r, registry, ["q"], concurrency=10) as worker:
         # CPU-bound 2 ms tasks: the GIL is the limit, so the worker lets fewer threads take jobs.
         wait_for(lambda: worker._threads.active == MIN_ACTIVE, timeout=15)
+        monkeypatch.undo()  # the shipped thresholds again: a lowered one would shrink while the spin jobs finish
         # Slow jobs ahead of the rest: they wait behind the few active threads until the worker sees it.
         client.enqueue_many([JobSpec(task="t.sleepy", priority="high")] * 10)
         wait_for(lambda: sleepers["most"] == 10, timeout=15)
