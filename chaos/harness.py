@@ -101,8 +101,11 @@ class Producer(threading.Thread):
     def _send(self, chunk: Sequence[Planned]) -> None:
         deadline = time.monotonic() + 120
         waiting = {p.spec.id or "": p for p in chunk}
+        # Redis stamps run_at = its now (>= this) + delay: a lower bound. The first send's time, not a re-send's:
+        # a send whose reply was lost (Redis killed after the write) may have been accepted then, and the re-send
+        # only answers that the id exists.
+        sent_at = time.time()
         while waiting:
-            sent_at = time.time()  # Redis stamps run_at = its now (>= this) + delay: a lower bound
             try:
                 self._accepted(
                     list(waiting.values()), self.client.enqueue_many([p.spec for p in waiting.values()]), sent_at

@@ -120,8 +120,10 @@ def test_a_worker_killed_between_a_chunks_redis_step_and_its_commit(client, mirr
     workers.start("w2")  # its recoverer requeues the system job once its lease (10 s) runs out
     wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     operation.refresh_from_db()
-    assert operation.redone == 1
-    assert BulkChunk.objects.get(operation=operation, index=3).runs == 2
+    assert BulkChunk.objects.get(operation=operation, index=3).runs >= 2
+    # Chunk 3 is redone; on a loaded machine (the slow pass beside the chaos run) w2 may also be declared gone
+    # mid-chunk and another chunk redone: allowed, as long as every job's effect happens exactly once.
+    assert operation.redone >= 1, workers.logs()
     assert_done_exactly_once(r, ids, operation)
 
 
