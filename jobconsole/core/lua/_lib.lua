@@ -157,6 +157,26 @@ local function lease_values(attempt, token, worker, host, pid, now)
   return 'attempts', attempt, 'state', RUNNING, 'token', token, 'worker', worker, 'host', host, 'pid', pid,
          'started_at', now, 'heartbeat_at', now, 'cancel_requested', 0
 end
+-- Hand a due job of the intake kind to the idle worker `idle` (its registration: worker id, host, pid): one
+-- leased intake entry (`pairs`, the entry's field/value pairs, then the lease; drain_intake makes it the job's
+-- hash) and the lease pushed to the worker's inbox, which its blocking pop is watching (enqueue, enqueue_one).
+local function hand_off_entry(intake_key, inbox_prefix, idle, job_id, pairs, now)
+  local worker = idle[1]
+  local entry, h = {'XADD', intake_key, '*', 'leased', job_id}, {}
+  for f = 1, #pairs - 1, 2 do
+    entry[#entry + 1] = pairs[f]
+    entry[#entry + 1] = pairs[f + 1]
+    h[pairs[f]] = pairs[f + 1]
+  end
+  local attempt = (tonumber(h.attempts) or 0) + 1
+  local token = worker .. ':' .. job_id
+  local values = {lease_values(attempt, token, worker, idle[2], idle[3], now)}
+  for v = 1, #values do entry[#entry + 1] = values[v] end
+  redis.call(unpack(entry))
+  local inbox = inbox_prefix .. worker
+  redis.call('RPUSH', inbox, cjson.encode(leased_reply(job_id, token, h, attempt, now)))
+  redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
+end
 -- `started`, when given ({ids = {}, attempts = {}}), collects the job's 'started' event for the caller to emit
 -- with the others of its call (emit_jobs) instead of emitting it here.
 local function lease(job_key, job_id, h, worker, host, pid, now, token, active_key, events_key, maxlen, hset, started)

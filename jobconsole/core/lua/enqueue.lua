@@ -24,8 +24,9 @@
 -- claim.lua holds it for claim_group.lua), nor is any job of a queue at its limit of running jobs.
 -- Returns per job {id, status, state}; status is 'created', 'exists' (the id is already known:
 -- idempotent) or 'duplicate' (the unique key is held by the live job whose id is returned).
-local function intake_entry(mark)
-  local entry = {'XADD', KEYS[11], '*', mark, ARGV[6], 'task', ARGV[7], 'priority', ARGV[8]}
+-- The one job's intake entry pairs: its task, priority and hash fields.
+local function intake_pairs()
+  local entry = {'task', ARGV[7], 'priority', ARGV[8]}
   for f = 13, 12 + 2 * tonumber(ARGV[12]) do entry[#entry + 1] = ARGV[f] end
   return entry
 end
@@ -43,26 +44,14 @@ if ARGV[5] == '1' then
       redis.call('DEL', KEYS[8])  -- the freshest one has lapsed, so every one has
       top = {}
     elseif waiting == 0 and redis.call('ZCARD', KEYS[1]) == 0 and under_limit() then
-      local idle = cjson.decode(top[1])
-      local job_id, worker = ARGV[6], idle[1]
-      local entry = intake_entry('leased')
-      local h = {task = ARGV[7]}
-      for f = 10, #entry - 1, 2 do h[entry[f]] = entry[f + 1] end
-      local attempt = (tonumber(h.attempts) or 0) + 1
-      local token = worker .. ':' .. job_id
-      local values = {lease_values(attempt, token, worker, idle[2], idle[3], now)}
-      for v = 1, #values do entry[#entry + 1] = values[v] end
-      redis.call(unpack(entry))
-      local inbox = ARGV[3] .. worker
-      redis.call('RPUSH', inbox, cjson.encode(leased_reply(job_id, token, h, attempt, now)))
-      redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
-      return {{job_id, 'created', RUNNING}}
+      hand_off_entry(KEYS[11], ARGV[3], cjson.decode(top[1]), ARGV[6], intake_pairs(), now)
+      return {{ARGV[6], 'created', RUNNING}}
     else
       redis.call('ZADD', KEYS[8], top[2], top[1])  -- jobs wait ahead of this one: the full path decides
     end
   end
   if #top == 0 and waiting < INTAKE_MAX then
-    redis.call(unpack(intake_entry('id')))
+    redis.call('XADD', KEYS[11], '*', 'id', ARGV[6], unpack(intake_pairs()))
     return {{ARGV[6], 'created', QUEUED}}
   end
 end

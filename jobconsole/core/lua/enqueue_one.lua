@@ -27,22 +27,7 @@ if #top > 0 then
       redis.call('ZADD', KEYS[2], top[2], top[1])  -- jobs wait ahead of this one: enqueue.lua decides
       return 0
     end
-    local idle = cjson.decode(top[1])
-    local job_id, worker = ARGV[1], idle[1]
-    local entry, h = {'XADD', KEYS[1], '*', 'leased', job_id}, {}
-    for f = 3, #ARGV - 1, 2 do
-      entry[#entry + 1] = ARGV[f]
-      entry[#entry + 1] = ARGV[f + 1]
-      h[ARGV[f]] = ARGV[f + 1]
-    end
-    local attempt = (tonumber(h.attempts) or 0) + 1
-    local token = worker .. ':' .. job_id
-    local values = {lease_values(attempt, token, worker, idle[2], idle[3], now)}
-    for v = 1, #values do entry[#entry + 1] = values[v] end
-    redis.call(unpack(entry))
-    local inbox = ARGV[2] .. worker
-    redis.call('RPUSH', inbox, cjson.encode(leased_reply(job_id, token, h, attempt, now)))
-    redis.call('PEXPIRE', inbox, 60000)  -- a worker that died leaves no inbox behind for long
+    hand_off_entry(KEYS[1], ARGV[2], cjson.decode(top[1]), ARGV[1], {unpack(ARGV, 3)}, now)
     return 2
   end
 end
