@@ -542,8 +542,10 @@ def test_cancelling_a_job_whose_lease_ran_out_recovers_it_first(client, mirror, 
 
 
 def test_scheduled_jobs_soonest_first_and_the_histogram_counts(client, mirror, r):
-    soon = [client.enqueue("examples.echo", {"i": i}, delay=200).id for i in range(3)]
-    half = [client.enqueue("examples.echo", {"i": i}, delay=1800).id for i in range(2)]
+    # One run_at per group, so a minute boundary passing between two enqueues cannot split a group.
+    now = datetime.now(UTC)
+    soon = [client.enqueue("examples.echo", {"i": i}, run_at=now + timedelta(seconds=200)).id for i in range(3)]
+    half = [client.enqueue("examples.echo", {"i": i}, run_at=now + timedelta(seconds=1800)).id for i in range(2)]
     later = client.enqueue("examples.echo", {"late": 1}, delay=3 * 3600).id
     waiting = client.enqueue("examples.echo", {"now": 1}).id  # not scheduled: not counted
     browser = web(*PURGE)
