@@ -1,6 +1,7 @@
 """The producer and operator side of the engine: enqueue, inspect, cancel, requeue, pause."""
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,10 +24,12 @@ from jobconsole.core.queries.queues import QueueCounts
 from jobconsole.core.results import EnqueueResult
 from jobconsole.core.scripts import Arg
 from jobconsole.core.states import JobState
-from jobconsole.core.store import Call, Store
+from jobconsole.core.store import INTAKE_MAX, Appended, Call, Store
 from jobconsole.core.tasks import DeadLetterPolicy, Task, TaskRegistry, default_registry
 from jobconsole.core.timing import MAX_DELAY_SECONDS, TOO_FAR, parse_run_at
 from jobconsole.core.workflows import InvalidWorkflow, Step, WorkflowResult
+
+log = logging.getLogger(__name__)
 
 WORKER_ACTIONS = ("quiet", "resume", "stop")  # Client.control_workers
 
@@ -135,6 +138,10 @@ class Client:
         self.finished_ttl_ms = int(finished_ttl * 1000)
         self._known_queues: set[str] = set()
         self._defaults: dict[str, _TaskDefaults] = {}
+        # Queues whose last single enqueue met no worker waiting idle: the next takes the plain XADD; the others
+        # (a queue this client has not enqueued on yet too) enqueue_one.lua, which hands a job straight to such a
+        # worker (see _enqueue_one).
+        self._appending: set[str] = set()
 
     # --- enqueue ----------------------------------------------------------------------------------
 
@@ -170,17 +177,42 @@ class Client:
         return result
 
     def _enqueue_one(self, p: _Prepared) -> tuple[EnqueueResult | None, int]:
-        """The usual job (see _Prepared.may_take_intake) by enqueue_one.lua: an intake entry or a hand-off to an
-        idle worker, or None when the script left it to enqueue.lua (nothing written)."""
+        """The usual job (see _Prepared.may_take_intake): an intake entry or a hand-off to an idle worker, or None
+        when enqueue_one.lua left it to enqueue.lua (nothing written).
+        While the queue's workers are busy (its last enqueue met none waiting idle) the entry is a plain XADD,
+        which costs Redis and this process a fraction of a script; while some wait idle, enqueue_one.lua leases
+        the job to one of them in the same step, so pick-up costs no claim. Either way is correct for any state
+        of the queue: the choice only picks the cheaper one, and a stale one costs one wake-up or one script."""
         a = p.args  # see _prepare: the entry's pairs are the task, the priority and the hash's pairs
-        taken, acknowledged = self._run_enqueue(
-            self.store.enqueue_one_call(p.queue, p.id, ["task", a[1], "priority", a[2], *a[7:]])
-        )
+        pairs = ["task", a[1], "priority", a[2], *a[7:]]
+        if p.queue in self._appending:
+            appended = self.store.append_intake(
+                p.queue, p.id, pairs, replicas=self.replicas, timeout_ms=self.replicas_timeout_ms, spin_s=self.spin_s
+            )
+            self._after_append(p.queue, appended)
+            return EnqueueResult(p.id, p.queue, JobState.QUEUED, "created"), appended.acknowledged
+        taken, acknowledged = self._run_enqueue(self.store.enqueue_one_call(p.queue, p.id, pairs))
+        if taken == 1:  # no worker waits idle: plain appends from now on
+            self._appending.add(p.queue)
         if not taken:
             return None, acknowledged
         return EnqueueResult(
             p.id, p.queue, JobState.QUEUED if taken == 1 else JobState.RUNNING, "created"
         ), acknowledged
+
+    def _after_append(self, queue: str, appended: Appended) -> None:
+        """The job is accepted; what follows only keeps pick-up fast and the intake short, so a Redis error here
+        is logged, not raised (raising would invite a resend of an accepted job). Without the wake-up an idle
+        worker claims the job at the end of its blocking pop (at most idle.LONGEST_BLOCK_S); without the drain
+        the next enqueue or claim drains."""
+        try:
+            if appended.idle:
+                self._appending.discard(queue)
+                self.store.wake_queue(queue)
+            if appended.waiting >= INTAKE_MAX:  # as enqueue_one.lua's refusal would have it drained
+                self.store.drain(queue)
+        except redis.RedisError as exc:
+            log.warning("enqueue on %s: the job is in; waking a worker or draining the intake failed: %s", queue, exc)
 
     def _enqueue_dependent(
         self, spec: JobSpec, depends_on: "Sequence[workflows.Parent]", allow: bool, pass_results: str | None

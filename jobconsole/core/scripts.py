@@ -151,10 +151,10 @@ def run_many(client: "redis.Redis", calls: Sequence[Call], *, spin_s: float = 0.
     return results
 
 
-def commands(client: "redis.Redis", calls: Sequence[Sequence[Arg]]) -> list[Any]:
+def commands(client: "redis.Redis", calls: Sequence[Sequence[Arg]], *, spin_s: float = 0.0) -> list[Any]:
     """Plain commands in one pipelined round trip on the hot-path wire (replies as hiredis parses them:
-    an HGETALL is a flat list on RESP2); errors as exception values."""
-    return _wire(client).execute(calls)
+    an HGETALL is a flat list on RESP2); errors as exception values. `spin_s`: as `run`'s."""
+    return _wire(client).execute(calls, spin_s)
 
 
 def _evalsha(name: str, keys: Sequence[str], args: Sequence[Arg]) -> list[Arg]:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from jobconsole.core.replace import ReplaceArgs
 
 DEFAULT_EVENTS_MAXLEN = 100_000
+INTAKE_MAX = 1000  # lua/_lib.lua's: an enqueue that finds this many entries in a queue's intake drains it
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,15 @@ class Call[T]:
     keys: Sequence[str]
     args: Sequence[Arg]
     decode: Callable[[Any], T]
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What Store.append_intake saw right after its XADD."""
+
+    waiting: int  # entries in the intake, this one included
+    idle: int  # workers registered idle on the queue (some may have lapsed)
+    acknowledged: int  # replicas that acknowledged the write (0 when not asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +230,44 @@ class Store:
         written: send it to `enqueue_call`)."""
         args = [job_id, queue_keys(queue).inbox_prefix, *pairs]
         return Call("enqueue_one", script_keys("enqueue_one", queue), args, _int)
+
+    def append_intake(
+        self,
+        queue: str,
+        job_id: str,
+        pairs: Sequence[Arg],
+        *,
+        replicas: int = 0,
+        timeout_ms: int = 0,
+        spin_s: float = 0.0,
+    ) -> Appended:
+        """One job of the intake kind appended to the queue's intake by a plain XADD (no script: Redis parses its
+        arguments once and runs no Lua), `pairs` as for `enqueue_one_call`. The XADD is the whole write, so it
+        is atomic alone; the XLEN and ZCARD after it, in the same round trip, tell the caller whether to drain
+        the intake (INTAKE_MAX) and whether a worker waiting idle must be woken: a worker registered idle before
+        the XADD is counted, and one that registers later does so from a claim that drained this entry first.
+        With `replicas`, WAIT in the same round trip (Client's `replicas`). Raises what the XADD raises."""
+        k = queue_keys(queue)
+        commands: list[list[Arg]] = [
+            ["XADD", k.intake, "*", "id", job_id, *pairs],
+            ["XLEN", k.intake],
+            ["ZCARD", k.idle],
+        ]
+        if replicas:
+            commands.append(["WAIT", replicas, timeout_ms])
+        replies = scripts.commands(self.redis, commands, spin_s=spin_s)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return Appended(int(replies[1]), int(replies[2]), int(replies[3]) if replicas else 0)
+
+    def wake_queue(self, queue: str) -> None:
+        """Wake one worker waiting on the queue (its blocking pop ends on the wake list and it claims), as
+        make_ready in lua/_lib.lua does: a token, the list capped as there."""
+        wake = queue_keys(queue).wake
+        for reply in scripts.commands(self.redis, [["LPUSH", wake, "1"], ["LTRIM", wake, 0, 999]]):
+            if isinstance(reply, Exception):
+                raise reply
 
     def register_queues(self, queues: Iterable[str]) -> None:
         # A plain SADD: Redis refuses it while full, as it refuses the enqueue that follows.

@@ -74,6 +74,26 @@ def test_a_lapsed_registration_is_ignored(r: "redis.Redis", client: Client) -> N
     assert r.zcard(K.idle) == 0 and not r.exists(K.inbox("gone"))
 
 
+def test_a_client_appends_while_no_worker_waits_and_hands_off_again_once_one_does(
+    r: "redis.Redis", client: Client
+) -> None:
+    first = client.enqueue("t.ok")
+    assert first.state is JobState.QUEUED  # by enqueue_one.lua: no worker waits idle
+    r.config_resetstat()
+    second = client.enqueue("t.ok")  # so this client now appends by a plain XADD: no script runs
+    stats = r.info("commandstats")
+    assert "cmdstat_evalsha" not in stats and stats["cmdstat_xadd"]["calls"] == 1
+    assert second.state is JobState.QUEUED and r.xlen(K.intake) == 2 and r.llen(K.wake) == 0
+    _register_idle(r, "w1")
+    woke = client.enqueue("t.ok")  # an append that sees w1 waiting: it wakes it (w1's pop ends, and it claims)
+    assert woke.state is JobState.QUEUED and r.llen(K.wake) == 1 and r.llen(K.inbox("w1")) == 0
+    assert [lease.id for lease in _claim(r, "w1")] == [first.id, second.id, woke.id]  # w1 woke and claimed
+    assert r.llen(K.wake) == 0  # the claim ran the ready set dry: no token left to wake anyone else
+    _register_idle(r, "w1")
+    handed = client.enqueue("t.ok")  # and its next enqueue hands the job to w1 in the same step again
+    assert handed.state is JobState.RUNNING and client.get(handed.id).worker == "w1"
+
+
 def test_delayed_jobs_are_not_handed_off(r: "redis.Redis", client: Client) -> None:
     _register_idle(r, "w1")
     assert client.enqueue("t.ok", delay=60).state is JobState.SCHEDULED
@@ -93,7 +113,8 @@ def test_a_claim_returns_handed_jobs_first_and_only_while_their_lease_is_current
 
     # A payload whose lease moved on (the recoverer requeued it, another worker claimed it) is dropped.
     _register_idle(r, "w2")
-    stale = client.enqueue("t.ok").id
+    # This client's last enqueue met no idle worker, so its next appends and wakes w2; a fresh one hands off.
+    stale = Client(r, client.registry).enqueue("t.ok").id
     assert client.get(stale).state is JobState.RUNNING  # reading it made its leased intake entry a job hash
     r.hset(K.job(stale), "token", "someone-else:1")
     assert _claim(r, "w2") == []

@@ -75,7 +75,9 @@ def test_a_job_handed_to_a_busy_worker_starts_while_its_other_job_runs(
     with worker_in_thread(r, registry, ["wq"], concurrency=2):
         wait_for(lambda: client.get(gated).state is JobState.RUNNING)
         time.sleep(0.2)  # its claim found nothing more: registered idle, the watch thread's pop out
-        handed = client.enqueue("w.short")
+        # A client that has met no busy queue yet hands a job to an idle worker (the other one's last enqueue, with
+        # no worker up, met none idle: it would append, wake the worker and hand off from its next enqueue on).
+        handed = Client(r, registry).enqueue("w.short")
         assert handed.state is JobState.RUNNING  # leased to the worker's inbox by the enqueue
         wait_for(lambda: client.get(handed.id).state is JobState.COMPLETED, timeout=5)
         assert client.get(gated).state is JobState.RUNNING
@@ -95,7 +97,7 @@ def test_once_the_last_job_ends_the_watch_pop_ends_and_a_task_thread_pops(
         wait_for(lambda: worker.idle._idle_pop and not worker.watch.outstanding, timeout=0.5)
         assert worker.idle._idle_pop and not worker.watch.outstanding
         started = time.monotonic()
-        second = client.enqueue("w.short")
+        second = Client(r, registry).enqueue("w.short")  # one that hands off, as above
         assert second.state is JobState.RUNNING  # handed to the worker's inbox
         wait_for(lambda: client.get(second.id).state is JobState.COMPLETED, timeout=5)
         assert time.monotonic() - started < 0.9  # not held up by a pop's timeout

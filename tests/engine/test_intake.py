@@ -2,20 +2,27 @@
 the job (hash, ready set, event, counters) in acceptance order, so no reader or worker sees a difference."""
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
-from jobconsole.core import Client, JobSpec, JobState, TaskRegistry
+from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
+from jobconsole.core.store import INTAKE_MAX
 from tests.helpers import claim
 from tests.queue_fixtures import *  # noqa: F403  (the client and registry fixtures)
 
 K = queue_keys("q")
-INTAKE_MAX = 1000  # _lib.lua
+
+
+def test_the_client_and_the_scripts_share_one_intake_bound() -> None:
+    lib = (Path(scripts.__file__).parent / "lua" / "_lib.lua").read_text()
+    assert re.search(r"^local INTAKE_MAX = (\d+)", lib, re.M)[1] == str(INTAKE_MAX)  # type: ignore[index]
 
 
 def _claim(r: "redis.Redis", count: int = 10) -> list[str]:
@@ -117,8 +124,8 @@ def test_resending_an_id_from_the_intake_is_still_idempotent(r: "redis.Redis", c
 
 def test_the_intake_is_bounded_and_nothing_is_lost_at_the_bound(r: "redis.Redis", client: Client) -> None:
     ids = [client.enqueue("t.ok").id for _ in range(INTAKE_MAX + 5)]
-    # The call that met a full intake drained it before adding its own job; later ones start it again.
-    assert r.xlen(K.intake) == 4
+    # The append that made INTAKE_MAX entries drained them all; later ones start it again.
+    assert r.xlen(K.intake) == 5
     assert client.counts("q").queued == INTAKE_MAX + 5
     assert _claim(r, INTAKE_MAX + 10) == ids  # every job, in order
 
@@ -146,18 +153,17 @@ def test_maintenance_drains_a_queue_nobody_claims_from(r: "redis.Redis", client:
     assert r.xlen(K.intake) == 0 and r.hget(K.job(job_id), "state") == "queued"
 
 
-def test_a_drain_takes_the_oldest_entries_and_leaves_the_rest(r: "redis.Redis", client: Client) -> None:
+def test_a_drain_takes_every_entry_in_order_a_bounded_block_at_a_time(r: "redis.Redis", client: Client) -> None:
     ids = [client.enqueue("t.ok").id for _ in range(3)]
-    # More entries than one drain takes (not reachable through the client, which caps the intake).
+    # More entries than one block (producers appending at once may each add one past INTAKE_MAX).
     fields = ["task", "t.ok", "priority", 0, "queue", "q", "params", "{}", "max_retries", 3, "lease_ms", 30000]
-    for i in range(INTAKE_MAX):
+    for i in range(2 * INTAKE_MAX):
         job_id = f"01ARZ3NDEKTSV4RRFF{i:08d}"
         r.xadd(K.intake, dict(zip(["id", *fields[::2]], [job_id, *fields[1::2]], strict=True)))
         ids.append(job_id)
-    assert client.materialize("q") == INTAKE_MAX
-    assert r.xlen(K.intake) == 3  # the newest three wait for the next drain
-    assert client.materialize("q") == 3 and not r.exists(K.intake)
-    assert _claim(r, 2 * INTAKE_MAX) == ids
+    assert client.materialize("q") == 2 * INTAKE_MAX + 3 and not r.exists(K.intake)
+    assert client.materialize("q") == 0
+    assert _claim(r, 3 * INTAKE_MAX) == ids
 
 
 def test_lapsed_idle_registrations_are_cleared(r: "redis.Redis", client: Client) -> None:

@@ -239,8 +239,9 @@ end
 -- `defer` (claim.lua): a table that gets, per plain entry's job id, the HSET of its job hash instead of running
 -- it, so that a claim leasing that job writes its hash once, fields and lease together; the caller runs the
 -- HSETs of the others before its script ends (nothing else reads their hashes in between).
-local INTAKE_MAX = 1000  -- a fast enqueue is refused (takes the full path) once this many wait
-local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen, defer)
+local INTAKE_MAX = 1000  -- enqueue_one.lua refuses a job once this many wait; a plain append drains then
+local function drain_intake_once(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen,
+                                 defer)
   local entries = redis.call('XRANGE', intake_key, '-', '+', 'COUNT', INTAKE_MAX)
   local n = #entries
   if n == 0 then return 0 end
@@ -287,6 +288,16 @@ local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, 
   end
   for field, c in pairs(counts) do redis.call('HINCRBY', stats_key, field, c) end
   return n
+end
+-- Every entry, INTAKE_MAX at a time: producers appending by plain XADD (Store.append_intake) drain once they
+-- see INTAKE_MAX entries, so the intake can hold a few more, one per producer appending at that moment.
+local function drain_intake(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen, defer)
+  local total, n = 0, INTAKE_MAX
+  while n == INTAKE_MAX do
+    n = drain_intake_once(intake_key, prefix, ready_key, seq_key, events_key, stats_key, active_key, maxlen, defer)
+    total = total + n
+  end
+  return total
 end
 -- drain_intake with its keys from KEYS[first..first+5]: intake, ready, seq, events, stats, active
 -- (QueueKeys.drain_keys), the block a script that acts on a job by id takes last.

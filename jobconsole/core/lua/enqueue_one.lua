@@ -1,6 +1,7 @@
 #!lua
 -- Enqueue one job of the intake kind (the client made its id; no unique key, not delayed, in no concurrency
--- group): Client.enqueue's usual call, kept apart from enqueue.lua so that it costs Redis little. Its few
+-- group) while the client's last enqueue on the queue met a worker waiting idle (otherwise Client.enqueue appends
+-- the entry by a plain XADD: Store.append_intake), kept apart from enqueue.lua so that it costs Redis little. Its few
 -- keys and arguments, each of which Redis parses and Lua copies on every call, and no shared helper it does
 -- not run, make it about half of enqueue.lua's cost for the same work (bench/redis_cost.py).
 -- KEYS: intake idle ready active limit
