@@ -2,14 +2,17 @@
 the job (hash, ready set, event, counters) in acceptance order, so no reader or worker sees a difference."""
 
 import json
+import logging
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from jobconsole.core import Client, JobSpec, JobState, TaskRegistry, scripts
+from jobconsole.core.connection import connect
 from jobconsole.core.errors import JobNotFound
 from jobconsole.core.keys import queue_keys
 from jobconsole.core.maintenance import Maintenance
@@ -211,3 +214,22 @@ def test_a_job_enqueue_one_leaves_to_the_full_script_is_written_once(r: "redis.R
     assert queued.state is JobState.QUEUED and queued.status == "created" and r.zcard(K.idle) == 1
     assert client.counts("q").queued == 2
     assert _claim(r) == [waiting.id, queued.id]
+
+
+def test_an_accepted_append_is_not_failed_by_its_wake_up(
+    r: "redis.Redis", redis_server: Any, registry: TaskRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The wake-up after a plain append only speeds up pick-up: a Redis error there (here a producer user that may
+    # not LPUSH) is logged, and the call still answers with the job, which is in (raising would invite a resend).
+    r.acl_setuser("producer", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-lpush"])
+    try:
+        client = Client(connect(f"redis://producer:pw@127.0.0.1:{redis_server.port}/0"), registry)
+        client.enqueue("t.ok")  # no worker waits idle: this client appends from now on
+        r.zadd(K.idle, {json.dumps(["w1", "host", 1]): 2**50})  # then one does
+        with caplog.at_level(logging.WARNING, logger="jobconsole.core.client"):
+            result = client.enqueue("t.ok")
+        assert result.state is JobState.QUEUED and r.xlen(K.intake) == 2 and r.llen(K.wake) == 0
+        assert "the job is in; waking a worker or draining the intake failed" in caplog.text
+        assert client.get(result.id).state is JobState.QUEUED
+    finally:
+        r.acl_deluser("producer")
