@@ -12,6 +12,7 @@ limit):
    worker), the task being a no-op that touches no Redis key (examples.echo, results kept as shipped);
 3. mirror: `runmirror --burst` applies every event to a fresh SQLite database (the mirror's reads).
 
+First, the floor of a one-by-one enqueue: Redis CPU per `PING` sent one at a time by a lone client.
 For each phase: Redis CPU per job (INFO cpu, user + system), commands per job (INFO commandstats; commands run
 inside scripts count, as Redis counts them), and the ceiling it sets on one queue (1 s of one core divided by the
 CPU per job); the producer's own CPU per enqueue; and per phase the calls and µs per job of each command (INFO
@@ -81,6 +82,13 @@ def main() -> None:
         def mirror() -> None:
             subprocess.run([*manage, "runmirror", "--burst"], env=env, cwd=ROOT, check=True, capture_output=True)
 
+        # The floor under a one-by-one enqueue: what one request and its reply cost Redis when a lone client sends
+        # them one at a time (reading, writing and waking up between requests, which a VM makes dear).
+        pings = min(args.jobs, 5000)
+        cpu = redis_cpu(redis)
+        for _ in range(pings):
+            redis.ping()
+        ping_us = (redis_cpu(redis) - cpu) / pings * 1e6
         phases = [("enqueue", lambda: enqueue(args.jobs)), ("drain", drain), ("mirror", mirror)]
         rows = []
         producer_us = 0.0
@@ -100,6 +108,7 @@ def main() -> None:
         for name, us, commands, rate in rows:
             print(f"  {name:8s} {us:6.1f} µs  {commands:5.1f} commands  ({rate:,.0f} jobs/s in this phase)")
         print(f"  producer CPU per enqueue (this process, user + system): {producer_us:.1f} µs")
+        print(f"  floor: one PING at a time costs Redis {ping_us:.1f} µs a round trip here (every enqueue is one)")
         engine = sum(r[1] for r in rows[:2])
         total = engine + rows[2][1]
         print(f"  engine (enqueue + drain): {engine:.1f} µs/job, a ceiling of {1e6 / engine:,.0f} jobs/s per queue")
