@@ -276,6 +276,11 @@ def enqueue_bulk(n: int) -> None:
 def worker_commands(workers: int) -> list[list[str]]:
     if PROCESSES in WORKER_CMD:
         return [worker_argv(workers)]
+    argv = worker_argv()
+    if not WORKER_CMD and any(a == "--processes" or a.startswith("--processes=") for a in argv):
+        # The Procfile's worker supervises its own processes (`--processes auto`: one per core). A cell of N worker
+        # processes runs it once with `--processes N`: N copies would each start one per core.
+        return [[*without_option(argv, "--processes"), "--processes", str(workers)]]
     return [worker_argv() for _ in range(workers)]
 
 
