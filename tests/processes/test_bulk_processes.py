@@ -114,13 +114,16 @@ def test_a_worker_killed_between_a_chunks_redis_step_and_its_commit(client, mirr
     first = workers.start("w1", exit_at=3)
     assert first.wait(timeout=60) == 137, workers.logs()
     chunk = BulkChunk.objects.get(operation=operation, index=3)
-    assert (chunk.status, chunk.runs, chunks_done(operation)) == ("started", 1, 3)
+    assert (chunk.status, chunks_done(operation)) == ("started", 3), workers.logs()
+    # Started once; twice when a loaded machine (the slow pass beside the chaos run) held w1's heartbeats past the
+    # system job's lease and w1 ran it again: allowed, the effects below are still checked exactly once.
+    assert chunk.runs in (1, 2), workers.logs()
     # Its Redis step did run: those jobs are queued already, the database does not know it yet.
     assert {r.hget(K.job(item[0]), "state") for item in chunk.items} == {"queued"}
     workers.start("w2")  # its recoverer requeues the system job once its lease (10 s) runs out
     wait_until(lambda: finished(operation), 60, "the operation to finish", workers)
     operation.refresh_from_db()
-    assert BulkChunk.objects.get(operation=operation, index=3).runs >= 2
+    assert BulkChunk.objects.get(operation=operation, index=3).runs > chunk.runs  # redone by w2
     # Chunk 3 is redone; on a loaded machine (the slow pass beside the chaos run) w2 may also be declared gone
     # mid-chunk and another chunk redone: allowed, as long as every job's effect happens exactly once.
     assert operation.redone >= 1, workers.logs()
