@@ -10,7 +10,9 @@ limit):
 1. enqueue: `--jobs` jobs one at a time (`Client.enqueue`, the producer's usual call), no worker running;
 2. drain: `--workers` `runworker --burst` processes run them all (the Procfile's flags: no mirror, no system
    worker), the task being a no-op that touches no Redis key (examples.echo, results kept as shipped);
-3. mirror: `runmirror --burst` applies every event to a fresh SQLite database (the mirror's reads).
+3. mirror: `runmirror --burst` applies every event to a fresh SQLite database (the mirror's reads);
+4. with `--steady RATE`: the workers started first and kept running, `--jobs` more enqueued one by one at RATE
+   jobs/s (what a queue that keeps up costs: jobs handed to idle workers or claimed straight from the intake).
 
 First, the floor of a one-by-one enqueue: Redis CPU per `PING` sent one at a time by a lone client.
 For each phase: Redis CPU per job (INFO cpu, user + system), commands per job (INFO commandstats; commands run
@@ -47,6 +49,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="runworker processes draining the queue")
     parser.add_argument("--sample", type=int, default=2000, help="jobs measured again with SLOWLOG on (0: skip)")
     parser.add_argument("--params", choices=sorted(PARAMS), default="issue", help="the job's parameters")
+    parser.add_argument(
+        "--steady", type=int, default=0, metavar="RATE",
+        help="then, with the workers already running, enqueue --jobs more at RATE jobs/s (0: skip)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     import private_stack
@@ -119,6 +125,9 @@ def main() -> None:
             listed = ", ".join(f"{c} {s['calls'] / args.jobs:.2f}x {s['usec'] / args.jobs:.1f}" for c, s in top[:12])
             print(f"  {name:8s} {listed}")
 
+        if args.steady:
+            steady(redis, client, params, [a for a in worker if a != "--burst"], env, args)
+
         if args.sample:
             names = {scripts.load(n).sha: n for n in scripts.names()}
             redis.config_set("slowlog-log-slower-than", 0)
@@ -133,6 +142,43 @@ def main() -> None:
             redis.config_set("slowlog-log-slower-than", 10000)
     finally:
         server.stop()
+
+
+def steady(redis: Any, client: Any, params: dict[str, Any], worker: list[str], env: dict[str, str], args: Any) -> None:
+    """The usual production case: workers running and keeping up while jobs arrive one by one at `args.steady`
+    jobs/s. Enqueue, claim, completion and the workers' idle upkeep together, per job (the mirror not running)."""
+    procs = [subprocess.Popen(worker, env=env, cwd=ROOT) for _ in range(args.workers)]
+    try:
+        time.sleep(3)  # started and waiting idle
+        done = client.counts(QUEUE).completed
+        redis.config_resetstat()
+        cpu, started = redis_cpu(redis), time.monotonic()
+        for i in range(args.jobs):
+            client.enqueue(QUEUE, params)
+            ahead = started + (i + 1) / args.steady - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        deadline = time.monotonic() + 120
+        while client.counts(QUEUE).completed < done + args.jobs:
+            if time.monotonic() > deadline:
+                sys.exit("steady: the workers did not complete every job in 120 s")
+            time.sleep(0.05)
+        cpu, wall = redis_cpu(redis) - cpu, time.monotonic() - started
+        stats = {c.removeprefix("cmdstat_"): s for c, s in redis.info("commandstats").items() if not _harness(c)}
+        commands = sum(s["calls"] for s in stats.values()) / args.jobs
+        print(
+            f"steady, {args.jobs:,} jobs at {args.steady:,}/s asked ({args.jobs / wall:,.0f}/s done), workers running:"
+        )
+        print(f"  enqueue + drain {cpu / args.jobs * 1e6:6.1f} µs of Redis CPU per job, {commands:.1f} commands")
+        top = sorted(stats.items(), key=lambda kv: -kv[1]["calls"])
+        print("  by command, calls x µs per job:", ", ".join(
+            f"{c} {v['calls'] / args.jobs:.2f}x {v['usec'] / args.jobs:.1f}" for c, v in top[:16]
+        ))  # fmt: skip
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
 
 
 def redis_cpu(redis: Any) -> float:
