@@ -160,6 +160,19 @@ end
 -- Hand a due job of the intake kind to the idle worker `idle` (its registration: worker id, host, pid): one
 -- leased intake entry (`pairs`, the entry's field/value pairs, then the lease; drain_intake makes it the job's
 -- hash) and the lease pushed to the worker's inbox, which its blocking pop is watching (enqueue, enqueue_one).
+-- The freshest idle registration popped (ZPOPMAX: the score is the ms it is valid until) and Redis's time now; nil
+-- when there is none valid. A lapsed freshest one means every one has lapsed: the set is dropped. The caller hands
+-- a job to it (hand_off_entry) or puts it back.
+local function pop_idle(idle_key)
+  local top = redis.call('ZPOPMAX', idle_key)
+  if #top == 0 then return nil end
+  local now = now_ms()
+  if tonumber(top[2]) < now then
+    redis.call('DEL', idle_key)
+    return nil
+  end
+  return top, now
+end
 local function hand_off_entry(intake_key, inbox_prefix, idle, job_id, pairs, now)
   local worker = idle[1]
   local entry, h = {'XADD', intake_key, '*', 'leased', job_id}, {}

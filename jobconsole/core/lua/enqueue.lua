@@ -37,20 +37,14 @@ local function under_limit()
 end
 if ARGV[5] == '1' then
   local waiting = redis.call('XLEN', KEYS[11])
-  local top = redis.call('ZPOPMAX', KEYS[8])  -- the freshest idle registration, if any
-  if #top > 0 then
-    local now = now_ms()
-    if tonumber(top[2]) < now then
-      redis.call('DEL', KEYS[8])  -- the freshest one has lapsed, so every one has
-      top = {}
-    elseif waiting == 0 and redis.call('ZCARD', KEYS[1]) == 0 and under_limit() then
+  local top, now = pop_idle(KEYS[8])
+  if top then
+    if waiting == 0 and redis.call('ZCARD', KEYS[1]) == 0 and under_limit() then
       hand_off_entry(KEYS[11], ARGV[3], cjson.decode(top[1]), ARGV[6], intake_pairs(), now)
       return {{ARGV[6], 'created', RUNNING}}
-    else
-      redis.call('ZADD', KEYS[8], top[2], top[1])  -- jobs wait ahead of this one: the full path decides
     end
-  end
-  if #top == 0 and waiting < INTAKE_MAX then
+    redis.call('ZADD', KEYS[8], top[2], top[1])  -- jobs wait ahead of this one: the full path decides
+  elseif waiting < INTAKE_MAX then
     redis.call('XADD', KEYS[11], '*', 'id', ARGV[6], unpack(intake_pairs()))
     return {{ARGV[6], 'created', QUEUED}}
   end

@@ -17,20 +17,15 @@
 -- jobs wait ahead of this one or the queue is at its limit of running jobs. A resent id is never seen here
 -- (the client makes a fresh one), so the job is always 'created'.
 local waiting = redis.call('XLEN', KEYS[1])
-local top = redis.call('ZPOPMAX', KEYS[2])  -- the freshest idle registration, if any
-if #top > 0 then
-  local now = now_ms()
-  if tonumber(top[2]) < now then
-    redis.call('DEL', KEYS[2])  -- the freshest one has lapsed, so every one has
-  else
-    local limit = tonumber(redis.call('GET', KEYS[5]) or '')
-    if waiting > 0 or redis.call('ZCARD', KEYS[3]) > 0 or (limit and redis.call('ZCARD', KEYS[4]) >= limit) then
-      redis.call('ZADD', KEYS[2], top[2], top[1])  -- jobs wait ahead of this one: enqueue.lua decides
-      return 0
-    end
-    hand_off_entry(KEYS[1], ARGV[2], cjson.decode(top[1]), ARGV[1], {unpack(ARGV, 3)}, now)
-    return 2
+local top, now = pop_idle(KEYS[2])
+if top then
+  local limit = tonumber(redis.call('GET', KEYS[5]) or '')
+  if waiting > 0 or redis.call('ZCARD', KEYS[3]) > 0 or (limit and redis.call('ZCARD', KEYS[4]) >= limit) then
+    redis.call('ZADD', KEYS[2], top[2], top[1])  -- jobs wait ahead of this one: enqueue.lua decides
+    return 0
   end
+  hand_off_entry(KEYS[1], ARGV[2], cjson.decode(top[1]), ARGV[1], {unpack(ARGV, 3)}, now)
+  return 2
 end
 if waiting >= INTAKE_MAX then return 0 end  -- enqueue.lua drains the intake, then adds this job
 redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], unpack(ARGV, 3))
