@@ -53,6 +53,7 @@ class Claimed(NamedTuple):
     next_due_ms: int  # run-at of the earliest scheduled job, -1 when none
     leases: list[Lease]
     groups: list[str] = []  # concurrency groups with jobs held in the queue, waiting for a slot
+    acks: list[int] = []  # the answers to the acks sent with the claim (an `Ack` per job, as complete's)
 
 
 class SlotGrant(NamedTuple):

@@ -67,7 +67,9 @@ def load(name: str) -> Script:
     # Redis reads the flags from the first line only, so the shebang goes before the shared helpers.
     deps = ""
     if USES_DEPS_LINE in body.splitlines():
-        deps = f"local KEY_ROOT = '{PREFIX}:'  -- jobconsole/core/keys.py\n{(LUA_DIR / '_deps.lua').read_text()}"
+        # Only the helpers the script uses, as for _lib.lua: claim.lua needs complete_jobs' part of it alone.
+        used = used_helpers((LUA_DIR / "_deps.lua").read_text(), tables + body)
+        deps = f"local KEY_ROOT = '{PREFIX}:'  -- jobconsole/core/keys.py\n{used}"
     helpers = used_helpers((LUA_DIR / "_lib.lua").read_text(), tables + deps + body)
     source = f"{shebang}\n{PRELUDE}{helpers}\n{tables}{deps}{body}"
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), keys)

@@ -149,7 +149,7 @@ def _flat(rows: Iterable[tuple[Arg, ...]]) -> Iterable[Arg]:
 
 
 def _claimed(reply: Any) -> Claimed:
-    return Claimed(int(reply[0]), int(reply[1]), decode_leases(reply, 3), [str(g) for g in reply[2]])
+    return Claimed(int(reply[0]), int(reply[1]), decode_leases(reply, 4), [str(g) for g in reply[2]], _ints(reply[3]))
 
 
 def _group_claimed(reply: Any) -> Claimed:
@@ -445,10 +445,22 @@ class Store:
 
     # --- workers ----------------------------------------------------------------------------------
 
-    def claim_call(self, queue: str, worker: WorkerIdentity, count: int, *, idle_ms: int) -> Call[Claimed]:
+    def claim_call(
+        self,
+        queue: str,
+        worker: WorkerIdentity,
+        count: int,
+        *,
+        idle_ms: int,
+        acks: Sequence[tuple[str, str, str, int]] = (),
+        ttl_ms: int = 0,
+    ) -> Call[Claimed]:
         """Up to `count` jobs under fresh leases (jobs handed to the worker's inbox first); when the queue runs
-        dry, register the worker as idle for `idle_ms` (0: do not)."""
-        args = [*self._head(queue), count, worker.id, worker.host, worker.pid, worker.idle_member, idle_ms]
+        dry, register the worker as idle for `idle_ms` (0: do not). `acks` (as complete_call's, for this queue's
+        jobs) are applied first, in the same script: their answers are the reply's `acks`."""
+        args: list[Arg] = [*self._head(queue), count, worker.id, worker.host, worker.pid, worker.idle_member, idle_ms]
+        if acks:
+            args += [ttl_ms, len(acks), *_flat(acks)]
         return Call("claim", script_keys("claim", queue, worker.id), args, _claimed)
 
     # --- concurrency groups and queue limits (docs/concepts.md) -------------------------------------

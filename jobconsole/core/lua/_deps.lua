@@ -297,3 +297,73 @@ local function deps_apply(child_ref, parent_ref, message, now, maxlen)
   end
   return true
 end
+
+-- Acknowledge finished jobs (success), each only if its lease token is still current: complete.lua's work, and
+-- claim.lua's for the acks a worker sends with its next claim (one script call per round trip, not two).
+-- `args` from `first` on hold per job: id, token, result (JSON), runtime_ms. Returns per job 1 = completed,
+-- 2 = already completed by this token (a retried ack), 0 = stale token (the lease was lost; this worker must not
+-- overwrite the new owner's result). A job with dependents releases them here.
+-- A first attempt that succeeds (attempt 1, no attempt list yet) is recorded by the job hash's own fields
+-- (worker, host, pid, started_at, finished_at, attempts, state completed) rather than a JSON entry in
+-- `<job>:attempts`: the readers (core/job.py, attempt_history) give a completed job without a list that one
+-- attempt. Every other attempt is closed into the list (close_attempt), so a list once begun holds them all.
+local function complete_jobs(active_key, completed_key, unique_key, events_key, stats_key, prefix, maxlen, ttl, now,
+                             args, first, n)
+  local out = {}
+  -- One 'completed' event for the jobs of this call (emit_jobs); its `entry` names the closed attempt: the
+  -- attempt's JSON for a single job whose attempt went into its list, else '1' (the job's history holds it).
+  local completed, entries = {}, {}
+  local function emit_completed()
+    if #completed == 1 then
+      emit(events_key, maxlen, completed[1], 'completed', COMPLETED, {'entry', entries[1]})
+    elseif #completed > 1 then
+      emit_jobs(events_key, maxlen, completed, 'completed', COMPLETED, {'entry', '1'})
+    end
+    completed, entries = {}, {}
+  end
+  local runtime, hist = {}, {}  -- per task: ms run, jobs by run-time bucket
+  local e2e_ms, e2e = {}, {}  -- per task: ms from enqueue to end (unused), jobs by that time's bucket
+  for j = 0, n - 1 do
+    local at = first + 4 * j
+    local job_id, token, result, ms = args[at], args[at + 1], args[at + 2], args[at + 3]
+    local job_key = prefix .. job_id
+    local f = redis.call('HMGET', job_key, 'token', 'state', 'task', 'attempts', 'unique_key', 'enqueued_at', 'kids')
+    if f[1] ~= token then
+      out[#out + 1] = 0
+    elseif f[2] ~= RUNNING then
+      out[#out + 1] = (f[2] == COMPLETED) and 2 or 0
+    else
+      local entry = '1'  -- a first attempt: the hash records it
+      local listed = f[4] ~= '1' or redis.call('EXISTS', job_key .. ':attempts') == 1
+      if listed then entry = close_attempt(job_key, now, 'completed') end
+      redis.call('HSET', job_key, 'state', COMPLETED, 'finished_at', now, 'result', result)
+      redis.call('ZREM', active_key, job_id)
+      redis.call('ZADD', completed_key, now, job_id)
+      release_unique(unique_key, job_key, job_id, f[5] or '')
+      if listed then
+        finish(job_key, ttl)
+      elseif ttl > 0 then
+        redis.call('PEXPIRE', job_key, ttl)
+      end
+      completed[#completed + 1] = job_id
+      entries[#entries + 1] = entry
+      if f[7] == '1' then  -- its 'completed' goes before the events of the dependents it releases
+        emit_completed()
+        deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen)
+      end
+      local task = f[3] or ''
+      tally(hist, runtime, task, tonumber(ms) or 0)
+      tally(e2e, e2e_ms, task, now - (tonumber(f[6]) or now))
+      out[#out + 1] = 1
+    end
+  end
+  emit_completed()
+  -- The run-time histogram counts the jobs completed too: readers add it to 'completed' (core/metrics.py).
+  local minute = math.floor(now / 60000) .. '|'
+  for task, th in pairs(hist) do
+    redis.call('HINCRBY', stats_key, minute .. 'runtime_ms|' .. task, runtime[task])
+    for b, c in pairs(th) do redis.call('HINCRBY', stats_key, minute .. 'done_h:' .. b .. '|' .. task, c) end
+    for b, c in pairs(e2e[task]) do redis.call('HINCRBY', stats_key, minute .. 'e2e_done_h:' .. b .. '|' .. task, c) end
+  end
+  return out
+end

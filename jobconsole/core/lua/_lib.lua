@@ -63,13 +63,24 @@ end
 
 -- Latency histograms (core/metrics.py): the bucket of a duration in ms. 0: under 1 ms; i: [2^(i-1), 2^i) ms;
 -- HIST_LAST: 2^(HIST_LAST-1) ms and over. frexp gives the binary exponent exactly (no log rounding). A script
--- call adds one HINCRBY per task and bucket it touched, not one per job (claim.lua and complete.lua write
--- theirs inline, with the minute's field head made once: every helper defined here costs every script call).
+-- call adds one HINCRBY per task and bucket it touched, not one per job: claim's waits and complete_jobs' run
+-- times are tallied per call (tally), then written with the minute's field head made once.
 local function hist_bucket(ms)
   if ms < 1 then return 0 end
   local _, e = math.frexp(ms)
   if e > HIST_LAST then return HIST_LAST end
   return e
+end
+-- One job's `ms` into its task's histogram (`hist[task][bucket]`, a count) and total (`sums[task]`).
+local function tally(hist, sums, task, ms)
+  local th = hist[task]
+  if not th then
+    th = {}
+    hist[task] = th
+  end
+  local b = hist_bucket(ms)
+  th[b] = (th[b] or 0) + 1
+  sums[task] = (sums[task] or 0) + ms
 end
 
 -- Note a job's n-th retry in the minute's highest retry number of its task (a maximum, not a sum).

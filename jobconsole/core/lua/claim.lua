@@ -1,8 +1,12 @@
 #!lua flags=allow-oom
 -- Claim up to N ready jobs under a lease, after promoting due scheduled jobs.
--- KEYS: ready scheduled active paused events wake seq stats intake idle inbox limit
+-- KEYS: ready scheduled active paused events wake seq stats intake idle inbox limit completed unique
+-- USES: deps
 -- ARGV[1] job key prefix  ARGV[2] events maxlen  ARGV[3] count  ARGV[4] worker id  ARGV[5] host  ARGV[6] pid
 -- ARGV[7] the worker's idle registration  ARGV[8] ms it stays valid (0: do not register)
+-- ARGV[9] finished-job ttl ms  ARGV[10] number of acks, then per ack: id, token, result (JSON), runtime_ms
+-- The worker's acks of this queue's finished jobs come with its next claim and are applied first, as
+-- complete.lua would (complete_jobs): one script call a round trip, where a job that keeps up took two.
 -- Jobs a fast enqueue left in the intake become ready jobs first (drain_intake), in the ready set as always, but
 -- their hashes are written only after the claim has popped: one it leases has its hash written once, its fields
 -- and lease in one HSET (no HSET, then HMGET, then lease HSET); the others' are written before the script ends.
@@ -13,7 +17,8 @@
 -- worker holding one of the group's slots claims it (claim_group.lua); the claim goes on popping, so jobs
 -- waiting for a slot never hold up the others. A queue limit (`limit`: running jobs of the queue at once,
 -- across workers) caps N, and a worker is never registered idle on a limited queue at its limit.
--- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, then per job LEASE_WIDTH
+-- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, the acks' answers (as
+-- complete.lua's), then per job LEASE_WIDTH
 -- values, flat: id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at (what
 -- leased_reply() holds; core/results.py decode_leases). A flat reply builds no table per job, in Lua nor in the
 -- reply's conversion; the leasing is lease()'s inline, with the job's fields in locals and one ZADD of `active`.
@@ -21,10 +26,17 @@ local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
 local now = now_ms()
-local out = {now, -1, {}}
--- First, so that a job handed to this worker's inbox as a leased intake entry has its hash to check.
+local out = {now, -1, {}, {}}
+-- First, so that a job handed to this worker's inbox as a leased intake entry has its hash to check (and to
+-- acknowledge).
 local deferred = {}  -- job id -> the HSET of the job hash of a plain intake entry, not yet run
 drain_intake(KEYS[9], prefix, KEYS[1], KEYS[7], KEYS[5], KEYS[8], KEYS[3], maxlen, deferred)
+local acks = tonumber(ARGV[10] or 0)
+if acks > 0 then
+  -- Deferred hashes are queued jobs'; an acked job ran, so its hash has been written.
+  out[4] = complete_jobs(KEYS[3], KEYS[13], KEYS[14], KEYS[5], KEYS[8], prefix, maxlen, tonumber(ARGV[9]), now, ARGV,
+                         11, acks)
+end
 if idle_key then
   redis.call('ZREM', idle_key, member)
   -- Registrations of workers killed while idle would otherwise linger until an enqueue pops them, and while
@@ -124,18 +136,7 @@ while not paused and claimed < want and parked < PARK_MAX do
       out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = params or '{}', lease_ms, timeout_ms or '',
                                                                     checkpoint or '', now
       task = task or ''
-      local wait = now - (tonumber(ready_at) or tonumber(enqueued_at) or now)
-      local b, th = 0, hist[task]
-      if wait >= 1 then  -- hist_bucket, inline
-        local _, e = math.frexp(wait)
-        b = (e > HIST_LAST) and HIST_LAST or e
-      end
-      if not th then
-        th = {}
-        hist[task] = th
-      end
-      th[b] = (th[b] or 0) + 1
-      waited[task] = (waited[task] or 0) + wait
+      tally(hist, waited, task, now - (tonumber(ready_at) or tonumber(enqueued_at) or now))
     end
   end
   if n < asked then break end  -- the ready set ran dry: no need to ask again

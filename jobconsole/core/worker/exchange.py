@@ -172,13 +172,14 @@ class Exchange:
 
     def report_and_claim(self, want: int) -> int:
         """Report the collected outcomes and claim up to `want` jobs in one round trip; returns jobs started."""
-        # The first queue is asked in the same round trip; later queues, in order, only while slots remain.
-        calls, owners, outcomes = self._outcome_calls()
+        # The first queue is asked in the same round trip, with the acks of its finished jobs in the claim's own
+        # script call; later queues, in order, only while slots remain.
+        queues = self._order.next()
+        calls, owners, outcomes, folded = self._outcome_calls(queues[0] if want > 0 else None)
         releases = self.groups.release_calls([o.job for o in outcomes])  # the ended jobs' group slots
         calls += releases
-        queues = self._order.next()
         if want > 0:
-            calls.append(self._claim_call(queues[0], want))
+            calls.append(self._claim_call(queues[0], want, folded))
         sent = time.monotonic()  # no lease in the reply began before this
         try:
             replies = self._store.run_many(calls)
@@ -187,6 +188,9 @@ class Exchange:
             raise
         self._apply_reports(owners, replies[: len(owners)])
         self.groups.released(replies[len(owners) : len(owners) + len(releases)])
+        if folded:
+            claimed = replies[-1]
+            self._apply_reports([folded], [claimed if isinstance(claimed, Exception) else claimed.acks])
         if want <= 0:
             return 0
         started = 0
@@ -243,15 +247,21 @@ class Exchange:
         except RETRYABLE_ERRORS as exc:  # their leases expire and the recoverer requeues them
             log.warning("worker=%s could not give back unreceived jobs on exit (%s)", self._identity.id, exc)
 
-    def _claim_call(self, queue: str, count: int) -> Call[Claimed]:
-        """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping."""
+    def _claim_call(self, queue: str, count: int, completed: Sequence[Outcome] = ()) -> Call[Claimed]:
+        """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping,
+        acknowledging the `completed` outcomes of that queue first."""
         idle_ms = 0 if self.burst or self._stop.count else IDLE_REGISTRATION_MS
-        return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms)
+        acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in completed]
+        ttl_ms = int(self._retention[JobState.COMPLETED] * 1000)
+        return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms, acks=acks, ttl_ms=ttl_ms)
 
     # --- reporting outcomes -----------------------------------------------------------------------
 
-    def _outcome_calls(self) -> tuple[list[Call[Any]], list[list[Outcome]], list[Outcome]]:
-        """Script calls reporting the collected outcomes (completions batched per queue)."""
+    def _outcome_calls(
+        self, claim_queue: str | None
+    ) -> tuple[list[Call[Any]], list[list[Outcome]], list[Outcome], list[Outcome]]:
+        """Script calls reporting the collected outcomes (completions batched per queue), and the completions of
+        `claim_queue`, which its claim acknowledges instead."""
         outcomes, self.pending = self.pending, []
         calls: list[Call[Any]] = []
         owners: list[list[Outcome]] = []
@@ -262,12 +272,13 @@ class Exchange:
             else:
                 calls.append(self._outcome_call(o))
                 owners.append([o])
+        folded = completions.pop(claim_queue, []) if claim_queue is not None else []
         ttl_ms = int(self._retention[JobState.COMPLETED] * 1000)
         for queue, batch in completions.items():
             acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in batch]
             calls.append(self._store.complete_call(queue, acks, ttl_ms=ttl_ms))
             owners.append(batch)
-        return calls, owners, outcomes
+        return calls, owners, outcomes, folded
 
     def _outcome_call(self, o: Outcome) -> Call[Any]:
         """The script call reporting one failure or release."""
