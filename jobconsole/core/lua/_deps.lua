@@ -321,8 +321,7 @@ local function complete_jobs(active_key, completed_key, unique_key, events_key, 
     end
     completed, entries = {}, {}
   end
-  local runtime, hist = {}, {}  -- per task: ms run, jobs by run-time bucket
-  local e2e_ms, e2e = {}, {}  -- per task: ms from enqueue to end (unused), jobs by that time's bucket
+  local runtime, hist, e2e = {}, {}, {}  -- per task: ms run, jobs by run-time bucket, by end-to-end bucket
   for j = 0, n - 1 do
     local at = first + 4 * j
     local job_id, token, result, ms = args[at], args[at + 1], args[at + 2], args[at + 3]
@@ -352,8 +351,8 @@ local function complete_jobs(active_key, completed_key, unique_key, events_key, 
         deps_ended(job_key, dep_queue(prefix), job_id, COMPLETED, result, now, maxlen)
       end
       local task = f[3] or ''
-      tally(hist, runtime, task, tonumber(ms) or 0)
-      tally(e2e, e2e_ms, task, now - (tonumber(f[6]) or now))
+      tally(hist, task, tonumber(ms) or 0, runtime)
+      tally(e2e, task, now - (tonumber(f[6]) or now))
       out[#out + 1] = 1
     end
   end

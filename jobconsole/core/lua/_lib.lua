@@ -71,8 +71,8 @@ local function hist_bucket(ms)
   if e > HIST_LAST then return HIST_LAST end
   return e
 end
--- One job's `ms` into its task's histogram (`hist[task][bucket]`, a count) and total (`sums[task]`).
-local function tally(hist, sums, task, ms)
+-- One job's `ms` into its task's histogram (`hist[task][bucket]`, a count) and, given `sums`, its total.
+local function tally(hist, task, ms, sums)
   local th = hist[task]
   if not th then
     th = {}
@@ -80,7 +80,7 @@ local function tally(hist, sums, task, ms)
   end
   local b = hist_bucket(ms)
   th[b] = (th[b] or 0) + 1
-  sums[task] = (sums[task] or 0) + ms
+  if sums then sums[task] = (sums[task] or 0) + ms end
 end
 
 -- Note a job's n-th retry in the minute's highest retry number of its task (a maximum, not a sum).

@@ -18,8 +18,7 @@
 -- waiting for a slot never hold up the others. A queue limit (`limit`: running jobs of the queue at once,
 -- across workers) caps N, and a worker is never registered idle on a limited queue at its limit.
 -- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, the acks' answers (as
--- complete.lua's), then per job LEASE_WIDTH
--- values, flat: id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at (what
+-- complete.lua's), then per job LEASE_WIDTH values, flat: id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at (what
 -- leased_reply() holds; core/results.py decode_leases). A flat reply builds no table per job, in Lua nor in the
 -- reply's conversion; the leasing is lease()'s inline, with the job's fields in locals and one ZADD of `active`.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -136,7 +135,7 @@ while not paused and claimed < want and parked < PARK_MAX do
       out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = params or '{}', lease_ms, timeout_ms or '',
                                                                     checkpoint or '', now
       task = task or ''
-      tally(hist, waited, task, now - (tonumber(ready_at) or tonumber(enqueued_at) or now))
+      tally(hist, task, now - (tonumber(ready_at) or tonumber(enqueued_at) or now), waited)
     end
   end
   if n < asked then break end  -- the ready set ran dry: no need to ask again

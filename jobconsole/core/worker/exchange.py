@@ -251,9 +251,13 @@ class Exchange:
         """A claim of up to `count` jobs from `queue`, registering us as idle unless in burst mode or stopping,
         acknowledging the `completed` outcomes of that queue first."""
         idle_ms = 0 if self.burst or self._stop.count else IDLE_REGISTRATION_MS
-        acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in completed]
-        ttl_ms = int(self._retention[JobState.COMPLETED] * 1000)
-        return self._store.claim_call(queue, self._identity, count, idle_ms=idle_ms, acks=acks, ttl_ms=ttl_ms)
+        return self._store.claim_call(
+            queue, self._identity, count, idle_ms=idle_ms, acks=_acks(completed), ttl_ms=self._completed_ttl_ms()
+        )
+
+    def _completed_ttl_ms(self) -> int:
+        """How long a completed job's hash is kept (retention), as the scripts take it."""
+        return int(self._retention[JobState.COMPLETED] * 1000)
 
     # --- reporting outcomes -----------------------------------------------------------------------
 
@@ -273,10 +277,9 @@ class Exchange:
                 calls.append(self._outcome_call(o))
                 owners.append([o])
         folded = completions.pop(claim_queue, []) if claim_queue is not None else []
-        ttl_ms = int(self._retention[JobState.COMPLETED] * 1000)
+        ttl_ms = self._completed_ttl_ms()
         for queue, batch in completions.items():
-            acks = [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in batch]
-            calls.append(self._store.complete_call(queue, acks, ttl_ms=ttl_ms))
+            calls.append(self._store.complete_call(queue, _acks(batch), ttl_ms=ttl_ms))
             owners.append(batch)
         return calls, owners, outcomes, folded
 
@@ -353,3 +356,8 @@ class Exchange:
         """Take reported jobs out of the running-jobs table."""
         for o in batch:
             self._running.pop(o.job.id, None)
+
+
+def _acks(completed: Sequence[Outcome]) -> list[tuple[str, str, str, int]]:
+    """Completed outcomes as the (job id, token, result JSON, runtime ms) acks complete and claim take."""
+    return [(o.job.id, o.job.token, o.result_json, o.runtime_ms) for o in completed]
