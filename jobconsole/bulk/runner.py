@@ -114,7 +114,10 @@ def _run(operation_id: int, context: JobContext | None) -> dict[str, Any]:
         operation.chunk_rows.exclude(status=BulkChunk.Status.DONE).order_by("index").values_list("pk", flat=True)
     )
     if todo:  # the first chunk's run begins (each later one's is marked in the commit of the one before)
-        BulkChunk.objects.filter(pk=todo[0]).update(status=BulkChunk.Status.STARTED, runs=F("runs") + 1)
+        # Not if a run beside this one (its lease lapsed on a loaded machine) counted it meanwhile: done stays done.
+        BulkChunk.objects.filter(pk=todo[0]).exclude(status=BulkChunk.Status.DONE).update(
+            status=BulkChunk.Status.STARTED, runs=F("runs") + 1
+        )
     for n, chunk_pk in enumerate(todo):
         if operation.cancel_requested or (context is not None and context.cancel_requested):
             return _finish(operation, Status.CANCELLED)
@@ -136,7 +139,6 @@ def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, clie
     chunk = BulkChunk.objects.get(pk=chunk_pk)
     if chunk.status == BulkChunk.Status.DONE:
         return
-    redo = chunk.runs > 1  # marked started by an earlier run too: its Redis step may have run already
     items = _batch_items(operation, spec, chunk)
     results = apply_batch(
         client, spec.action, items, stamp=operation.stamp,
@@ -156,6 +158,9 @@ def _process_chunk(operation: BulkOperation, spec: KindSpec, chunk_pk: int, clie
         marked = unfinished.update(status=BulkChunk.Status.DONE, refusals=refusals, finished_at=now, **counts)
         if not marked:  # another run of this operation counted it first
             return
+        # Read under the row's write lock, after any run beside this one marked it: a chunk started more than once
+        # may have had its Redis step run already, and is counted in `redone` once, by the run that counts it.
+        redo = BulkChunk.objects.filter(pk=chunk_pk).values_list("runs", flat=True).get() > 1
         BulkOperation.objects.filter(pk=operation.pk).update(
             done=F("done") + len(tally.done), refused=F("refused") + tally.refused,
             failed=F("failed") + tally.failed, chunks_done=F("chunks_done") + 1, redone=F("redone") + int(redo),
