@@ -244,7 +244,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "MIRROR.IN_WORKER",
         True,
-        "runworker also runs the database mirror in a thread (one leader overall)",
+        "runworker also runs the database mirror, in a child process (in a thread for a one-off --burst or"
+        " --max-tasks worker; one leader overall)",
         env="JOBCONSOLE_MIRROR_IN_WORKER",
     ),
     Setting("MIRROR.BATCH", 1000, "events stream entries applied per database transaction (one holds up to 50 jobs)"),

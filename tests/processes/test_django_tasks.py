@@ -130,7 +130,8 @@ def test_run_after_and_priority(client: Client, procs: Processes, redis_url: str
     assert django_tasks.mark.get_result(deferred.id).status == TaskResultStatus.READY
 
     start_worker(procs, redis_url, ledger, "default")
-    wait_for(lambda: finished(deferred), 30, "the deferred job", *procs.started)
+    # All four: the deferred one may run first (below), so its end says nothing of the others'.
+    wait_for(lambda: all(finished(r) for r in (deferred, low, normal, high)), 30, "the four jobs", *procs.started)
     ran = [line[1] for line in read_ledger(ledger) if line[0] == "ran"]
     # The ready ones by priority; the deferred one (highest priority) whenever its time came: before them too when
     # the worker took longer than its delay to start on a busy machine, never before its run_after (below).
