@@ -18,9 +18,10 @@
 -- waiting for a slot never hold up the others. A queue limit (`limit`: running jobs of the queue at once,
 -- across workers) caps N, and a worker is never registered idle on a limited queue at its limit.
 -- Returns {now_ms, next_due_ms (-1 when nothing is scheduled), groups with held jobs, the acks' answers (as
--- complete.lua's), then per job LEASE_WIDTH values, flat: id, token, task, attempt, max_retries, params, lease_ms, timeout_ms, checkpoint, leased_at (what
--- leased_reply() holds; core/results.py decode_leases). A flat reply builds no table per job, in Lua nor in the
--- reply's conversion; the leasing is lease()'s inline, with the job's fields in locals and one ZADD of `active`.
+-- complete.lua's), then per job LEASE_WIDTH values, flat: id, token, task, attempt, max_retries, params,
+-- lease_ms, timeout_ms, checkpoint, leased_at (what leased_reply() holds; core/results.py decode_leases). A flat
+-- reply builds no table per job, in Lua nor in the reply's conversion; the leasing is lease()'s inline, with the
+-- job's fields in locals and one ZADD of `active`.
 local prefix, maxlen, want = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local worker, host, pid = ARGV[4], ARGV[5], ARGV[6]
 local idle_key, inbox_key, member, idle_ms = KEYS[10], KEYS[11], ARGV[7], tonumber(ARGV[8] or 0)
