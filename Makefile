@@ -30,7 +30,7 @@ lint:
 	$(PY) -m ruff format --check .
 
 typecheck:
-	$(TOOL_ENV) $(PY) -m mypy jobconsole dashboards project jobconsole_api examples
+	$(TOOL_ENV) $(PY) -m mypy jobconsole dashboards project jobconsole_api examples chaos bench
 
 # No model change without its migration, and the production settings pass Django's deployment checks
 # (DEBUG off, a fresh random SECRET_KEY, ALLOWED_HOSTS set, as a deployment would have them).

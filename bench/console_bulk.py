@@ -22,11 +22,17 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BROKEN = Path(os.environ.get("BENCH_BROKEN_FLAG", "/nonexistent"))
+
+
+def _span(start: datetime | None, end: datetime | None) -> str:
+    """Seconds from `start` to `end`, or '-' when the operation never reached one of them."""
+    return f"{(end - start).total_seconds():.1f} s" if start and end else "-"
 
 
 def register_task() -> None:
@@ -167,8 +173,8 @@ def main() -> None:
         echo_done = client.counts("examples.echo").completed - echo_before
         total = finished - confirmed
         print(f"[bench] bulk resubmit of {op.total:,} dead letters: {op.status} in {total:.1f} s from confirmation "
-              f"({op.total / total:,.0f} jobs/s; started {(op.started_at - op.created_at).total_seconds():.1f} s "
-              f"after it, ran {(op.finished_at - op.started_at).total_seconds():.1f} s); done {op.done:,}, "
+              f"({op.total / total:,.0f} jobs/s; started {_span(op.created_at, op.started_at)} after it, "
+              f"ran {_span(op.started_at, op.finished_at)}); done {op.done:,}, "
               f"refused {op.refused:,}, failed {op.failed:,}, chunks redone {op.redone}")  # fmt: skip
         print(f"[bench] meanwhile the worker completed {echo_done:,} other jobs ({produced[0]:,} enqueued at "
               f"{args.rate}/s)")  # fmt: skip
@@ -176,8 +182,8 @@ def main() -> None:
             while client.counts("bench.fixable").completed < op.done:
                 time.sleep(1.0)
             print(f"[bench] every resubmitted job completed {time.monotonic() - confirmed:.1f} s after confirmation")
-            left = Job.objects.filter(task="bench.fixable").exclude(state="completed").count()
-            print(f"[bench] (the mirror shows {left:,} of them not completed yet)")
+            unfinished = Job.objects.filter(task="bench.fixable").exclude(state="completed").count()
+            print(f"[bench] (the mirror shows {unfinished:,} of them not completed yet)")
     finally:
         stop.set()
         for worker in workers:

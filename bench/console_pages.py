@@ -134,6 +134,8 @@ def console_routes() -> dict[str, list[str]]:
 
     routes: dict[str, list[str]] = {}
     for p in walk(get_resolver().url_patterns, None):
+        if p.name is None:  # walk yields named patterns only
+            continue
         converters = getattr(p.pattern, "converters", None)
         routes[p.name] = list(converters) if converters is not None else list(p.pattern.regex.groupindex)
     return routes
@@ -297,7 +299,7 @@ def planned(routes: dict[str, list[str]], f: Facts) -> tuple[list[Variant], list
                 continue
             except NoReverseMatch as exc:  # its arguments are not the planned ones: request it generically
                 notes.append(f"{name}: planned variants do not fit ({exc}); requested generically")
-        values = {a: generic.get(a) for a in args}
+        values: dict[str, Any] = {a: generic.get(a) for a in args}
         if any(v is None for v in values.values()):
             notes.append(f"{name}: no value for {', '.join(a for a, v in values.items() if v is None)}; left out")
             continue
@@ -410,7 +412,7 @@ def measure_all(client: Any, variants: list[Variant], warmup: int, requests: int
                         0,
                         Variant(f"{variant.label} [htmx poll]", urljoin(variant.url, poll), htmx=True, kind="partial"),
                     )
-                bar.total += len(polls)
+                bar.total = (bar.total or 0) + len(polls)
             bar.update()
     return results
 

@@ -25,7 +25,7 @@ def produce(redis_url: str, rate: int, seconds: float) -> None:
     """Enqueue `rate` jobs per second for `seconds`, in small batches every 10 ms."""
     import jobconsole.examples  # noqa: F401
     from jobconsole.core import Client, JobSpec, default_registry
-    from jobconsole.engine import connect
+    from jobconsole.core.connection import connect
 
     client = Client(connect(redis_url), default_registry)
     tick = 0.01

@@ -29,6 +29,7 @@ import collections
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,11 @@ def main() -> None:
         for _ in range(pings):
             redis.ping()
         ping_us = (redis_cpu(redis) - cpu) / pings * 1e6
-        phases = [("enqueue", lambda: enqueue(args.jobs)), ("drain", drain), ("mirror", mirror)]
+        phases: list[tuple[str, Callable[[], None]]] = [
+            ("enqueue", lambda: enqueue(args.jobs)),
+            ("drain", drain),
+            ("mirror", mirror),
+        ]
         rows = []
         producer_us = 0.0
         breakdowns: list[tuple[str, dict[str, Any]]] = []

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var" / "bench"
@@ -287,7 +287,7 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key, value in ok[0].items():
         values = [r.get(key) for r in ok]
         if is_number(value) and all(is_number(v) for v in values) and len(set(values)) > 1:
-            summary[key] = round(statistics.median(values), 3)
+            summary[key] = round(statistics.median(cast(list[float], values)), 3)
     summary["rounds"] = [compact(r) for r in runs]
     return summary
 
@@ -428,7 +428,7 @@ def round_values(results: list[dict[str, Any]], peer: str, cell: Cell) -> list[f
     for run in summary.get("rounds") or ([summary] if summary else []):
         figures = [run.get(f) for f in cell.fields]
         ok = run.get("ok") and all(is_number(v) for v in figures)
-        values.append(sum(figures) * cell.scale if ok else None)  # type: ignore[arg-type]
+        values.append(sum(cast(list[float], figures)) * cell.scale if ok else None)
     return values
 
 

@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -66,7 +66,7 @@ def durations(r: "redis.Redis", shas: dict[str, str]) -> dict[str, list[int]]:
     """Each version's call durations (µs) from SLOWLOG, oldest first."""
     by_sha = {sha: name for name, sha in shas.items()}
     out: dict[str, list[int]] = {name: [] for name in shas}
-    for entry in reversed(cast(list[dict[str, Any]], r.slowlog_get(10_000_000))):
+    for entry in reversed(r.slowlog_get(10_000_000)):
         parts = bytes(entry["command"]).split()
         if len(parts) > 1 and parts[0].upper() == b"EVALSHA" and parts[1].decode() in by_sha:
             out[by_sha[parts[1].decode()]].append(int(entry["duration"]))

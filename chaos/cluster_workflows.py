@@ -52,7 +52,7 @@ def replicated(setup: ClusterSetup, queues: list[str], timeout: float = 30) -> N
             try:
                 pipe = setup.node_of(queue_keys(queue).ready).client().pipeline(transaction=False)
                 pipe.set(queue_keys(queue).base("replication-probe"), 1, px=10_000)
-                pipe.execute_command("WAIT", 1, 500)
+                pipe.wait(1, 500)
                 if int(pipe.execute()[-1]) >= 1:
                     break
             except (redis.RedisError, LookupError):
@@ -78,7 +78,7 @@ def cluster_workflows(ctx: Ctx) -> None:
     ctx.workers(3)
     book = WorkflowBook(ctx, queues, accepted=lambda: replicated(setup, queues))
     count = int(ctx.size(4, 10))
-    creator = threading.Thread(target=lambda: [book.create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
+    creator = threading.Thread(target=book.create_paced, args=(count,))
     creator.start()
     victims = [QUEUE] if ctx.quick else [QUEUE, queues[1]]
     missed = 0

@@ -870,7 +870,7 @@ def workflows(ctx: Ctx) -> None:
     ctx.workers(3)
     book = WorkflowBook(ctx)
     count = int(ctx.size(3, 10))
-    creator = threading.Thread(target=lambda: [book.create(i) or ctx.sleep(0.3, 1.0) for i in range(count)])
+    creator = threading.Thread(target=book.create_paced, args=(count,))
     creator.start()
     for done in itertools.count():
         if not (creator.is_alive() or done < 3):
@@ -905,6 +905,12 @@ class WorkflowBook:
         queue = self.queues[next(self._turn) % len(self.queues)]
         seconds = self.ctx.rng.choice([0.0, 0.02, 0.1, 0.3])
         return JobSpec(task="chaos.work", queue=queue, params={"key": key, "seconds": seconds})
+
+    def create_paced(self, count: int) -> None:
+        """Create `count` workflows, a random 0.3-1 s apart (a thread's target, while the scenario faults)."""
+        for index in range(count):
+            self.create(index)
+            self.ctx.sleep(0.3, 1.0)
 
     def create(self, index: int) -> None:
         from jobconsole.core import Step
@@ -965,7 +971,8 @@ class WorkflowBook:
             runs.setdefault(e.job_id, []).append((e.started, e.ended))
         released: dict[str, int] = {}
         for q in self.queues:
-            for _id, fields in ctx.r.xrange(queue_keys(q).events, "-", "+"):
+            entries = cast(list[tuple[str, dict[str, str]]], ctx.r.xrange(queue_keys(q).events, "-", "+"))
+            for _id, fields in entries:
                 if fields.get("event") == "released":
                     released[fields["job"]] = released.get(fields["job"], 0) + 1
         early = 0

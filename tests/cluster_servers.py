@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 from tests.sentinel_servers import Node
 
@@ -90,7 +91,7 @@ class ClusterSetup:
 
     def node_of(self, key: str) -> Node:
         """The live primary that owns `key`'s slot."""
-        slot = redis.cluster.key_slot(key.encode())
+        slot = key_slot(key.encode())
         for node in self.primaries():
             for start, end, *_ in node.client().cluster("slots"):
                 if int(start) <= slot <= int(end):

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import redis
 
@@ -114,7 +115,7 @@ class SentinelSetup:
 
     def _sentinels_ready(self) -> bool:
         for node in self.sentinels:
-            state = node.client().sentinel_master(SERVICE)
+            state = cast(dict[str, Any], node.client().sentinel_master(SERVICE))
             if state["num-slaves"] < 1 or state["num-other-sentinels"] < len(self.sentinels) - 1:
                 return False
         return True
@@ -123,7 +124,7 @@ class SentinelSetup:
         """The primary's port as the first Sentinel that answers says it."""
         for node in self.sentinels:
             try:
-                address = node.client().sentinel_get_master_addr_by_name(SERVICE)
+                address = cast(tuple[str, int] | None, node.client().sentinel_get_master_addr_by_name(SERVICE))
             except redis.RedisError:
                 continue
             return int(address[1]) if address else None

@@ -327,7 +327,7 @@ class CountingRedis(redis.Redis):
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         self.calls += 1
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 def blpop(client: CountingRedis, key: str, timeout: int) -> list[str] | None:
@@ -375,7 +375,7 @@ class CpuMeter:
         self.children0 = 0.0
 
     def _redis_cpu(self) -> float:
-        info = cast(dict[str, Any], self.client.info("cpu"))
+        info = self.client.info("cpu")
         return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
     @staticmethod
@@ -491,7 +491,7 @@ def wait_for_marks(
     want: set[int],
     procs: list[subprocess.Popen[bytes]],
     log_stem: Path,
-    on_mark: Callable[[int], None] | None = None,
+    on_mark: Callable[[int], object] | None = None,
 ) -> dict[int, float]:
     """Wait until every wanted completion has stamped its mark; `on_mark(k)` runs as each appears.
 

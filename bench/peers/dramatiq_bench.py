@@ -30,7 +30,7 @@ broker = RedisBroker(url=redis_url())
 dramatiq.set_broker(broker)
 
 
-@dramatiq.actor(broker=broker)
+@dramatiq.actor(broker=broker)  # type: ignore[untyped-decorator]
 def noop(t_enq: float | None = None, **params: Any) -> None:
     record_job(task_client(), t_enq)
 

@@ -22,7 +22,7 @@ from huey import RedisHuey
 huey = RedisHuey("bench", url=redis_url())
 
 
-@huey.task()
+@huey.task()  # type: ignore[untyped-decorator]
 def noop(t_enq: float | None = None, **params: Any) -> None:
     record_job(task_client(), t_enq)
 

@@ -225,7 +225,7 @@ def settle(jobs: int) -> dict[str, Any]:
         time.sleep(0.01)
     all_visible = time.time()
     waited = time.monotonic() - t0
-    rows = list(done.values_list("finished_at", "synced_at"))
+    rows = [(f, s) for f, s in done.values_list("finished_at", "synced_at") if f is not None and s is not None]
     connections.close_all()
     lags = sorted((synced - finished).total_seconds() * 1000 for finished, synced in rows)
     last_finished = max(finished for finished, _ in rows).timestamp()
