@@ -12,7 +12,9 @@ limit):
    worker), the task being a no-op that touches no Redis key (examples.echo, results kept as shipped);
 3. mirror: `runmirror --burst` applies every event to a fresh SQLite database (the mirror's reads);
 4. with `--steady RATE`: the workers started first and kept running, `--jobs` more enqueued one by one at RATE
-   jobs/s (what a queue that keeps up costs: jobs handed to idle workers or claimed straight from the intake).
+   jobs/s (what a queue that keeps up costs: jobs handed to idle workers or claimed straight from the intake);
+5. with `--idle SECONDS`: the Procfile's worker, mirror and system processes running with no work for SECONDS
+   (what an idle deployment costs Redis each second, by command and by process).
 
 First, the floor of a one-by-one enqueue: Redis CPU per `PING` sent one at a time by a lone client.
 For each phase: Redis CPU per job (INFO cpu, user + system), commands per job (INFO commandstats; commands run
@@ -53,6 +55,10 @@ def main() -> None:
     parser.add_argument(
         "--steady", type=int, default=0, metavar="RATE",
         help="then, with the workers already running, enqueue --jobs more at RATE jobs/s (0: skip)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--idle", type=float, default=0, metavar="SECONDS",
+        help="then the Procfile's processes idle this long: Redis CPU and commands per second (0: skip)",
     )  # fmt: skip
     args = parser.parse_args()
 
@@ -133,6 +139,9 @@ def main() -> None:
         if args.steady:
             steady(redis, client, params, [a for a in worker if a != "--burst"], env, args)
 
+        if args.idle:
+            idle(redis, manage, env, args.idle)
+
         if args.sample:
             names = {scripts.load(n).sha: n for n in scripts.names()}
             redis.config_set("slowlog-log-slower-than", 0)
@@ -184,6 +193,43 @@ def steady(redis: Any, client: Any, params: dict[str, Any], worker: list[str], e
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+# The Procfile's long-running processes but the web (its requests are not idle upkeep), as its rows start them.
+PROCFILE_IDLE = {
+    "worker": ["runworker", "--processes", "auto", "--no-system-worker", "--no-mirror"],
+    "mirror": ["runmirror"],
+    "system": ["runworker", "--queues", "jobconsole.system", "--no-system-worker", "--no-mirror", "--no-maintenance",
+               "--no-scheduler"],
+}  # fmt: skip
+
+
+def idle(redis: Any, manage: list[str], env: dict[str, str], seconds: float) -> None:
+    """What a deployment with no work costs Redis: no process (Redis's own timers), each Procfile process alone,
+    then all of them together, for `seconds` each after a settling pause (their start-up is not upkeep). Per
+    second: Redis CPU and commands."""
+    runs = [[], *([name] for name in PROCFILE_IDLE), list(PROCFILE_IDLE)]
+    print(f"idle, {seconds:g} s a run, Redis CPU (ms) and commands per second:")
+    for names in runs:
+        procs = [subprocess.Popen([*manage, *PROCFILE_IDLE[n]], env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
+                 for n in names]  # fmt: skip
+        try:
+            time.sleep(5)
+            redis.config_resetstat()
+            cpu = redis_cpu(redis)
+            time.sleep(seconds)
+            cpu = redis_cpu(redis) - cpu
+            stats = {c.removeprefix("cmdstat_"): s for c, s in redis.info("commandstats").items() if not _harness(c)}
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(timeout=30)
+        calls = sum(s["calls"] for s in stats.values()) / seconds
+        top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:8]
+        listed = ", ".join(f"{c} {s['calls'] / seconds:.1f}/s" for c, s in top)
+        label = " + ".join(names) or "no process"
+        print(f"  {label:22s} {cpu / seconds * 1000:5.2f} ms/s  {calls:6.1f} commands/s: {listed}")
 
 
 def redis_cpu(redis: Any) -> float:

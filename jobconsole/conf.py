@@ -249,7 +249,12 @@ SETTINGS: tuple[Setting, ...] = (
         env="JOBCONSOLE_MIRROR_IN_WORKER",
     ),
     Setting("MIRROR.BATCH", 1000, "events stream entries applied per database transaction (one holds up to 50 jobs)"),
-    Setting("MIRROR.BLOCK_MS", 100, "milliseconds an idle mirror waits for new events before it looks again"),
+    Setting(
+        "MIRROR.BLOCK_MS",
+        100,
+        "milliseconds of each blocking wait for new events while the mirror is idle (it reads every queue at least "
+        "once a second)",
+    ),
     Setting(
         "MIRROR.SETTLE_MS",
         10,

@@ -51,6 +51,10 @@ from jobconsole.mirror.writer import Writer
 log = logging.getLogger(__name__)
 
 STEP_S = 1.0  # at most this long in one step's run of full batches (the leader's chores run between steps)
+# While idle, a wait that saw nothing new is followed by another wait, not by a read and a drain of every queue,
+# for up to this long; then the mirror looks anyway. The waits wake on any queue's new event or intake entry, but
+# an intake entry written between a look and the next wait's start is seen by no wait: this bounds its delay.
+QUIET_LOOK_EVERY_S = 1.0
 RECONNECT_WAIT_S = 0.2  # after a dropped database connection, before the step is tried again on a new one
 
 
@@ -86,6 +90,8 @@ class Mirror:
         # before the next is read.
         self.overlap = overlap
         self._full = False  # the last batch read was a full one
+        self._quiet = False  # the last wait saw nothing new since the last look
+        self._looked = 0.0  # time.monotonic() of the last look (a read and a drain of every queue) that found nothing
         self._term = 0  # the leadership term the parts were set up for
         self._reconnects = 0  # dropped connections in a row (the wait before the next try doubles)
 
@@ -148,12 +154,16 @@ class Mirror:
         """Apply one batch if we lead; returns the number of events applied (0: idle or not leader)."""
         if not self._lead():
             return 0
-        for queue in self.reader.discover(now=discover_now):
+        discovered = self.reader.discover(now=discover_now)
+        for queue in discovered:
             self.resync.start(queue)
             self.reader.queues.append(queue)
         if not self.reader.queues:
             time.sleep(self.reader.block_ms / 1000)
             return 0
+        if self._stays_quiet(looking=discover_now or bool(discovered)):
+            return 0
+        self._quiet = False
         try:
             if self.reader.pending:
                 n = self._pass(pending=True)
@@ -182,12 +192,31 @@ class Mirror:
             # follows, rather than paying a batch's fixed cost (a transaction, its fence and cursors, the
             # acknowledgement) for a handful of events.
             time.sleep(self.pace_s)
-        elif not n and self.reader.wait() and self.settle_s:
+        elif not n:
+            self._looked = time.monotonic()
+            self._wait()
+        return n
+
+    def _stays_quiet(self, *, looking: bool) -> bool:
+        """After a wait that saw nothing new, wait again instead of looking (True), unless something asks for a
+        look: a new event or intake entry (this wait ends at once), a pending read, new queues (`looking`), or
+        QUIET_LOOK_EVERY_S since the last look. Idle, the mirror then costs Redis one blocking read per wait."""
+        if not self._quiet or looking or self.reader.pending:
+            return False
+        if time.monotonic() - self._looked >= QUIET_LOOK_EVERY_S:
+            return False
+        return not self._wait()
+
+    def _wait(self) -> bool:
+        """Wait for a new event or intake entry; whether one came (a look follows) or the wait timed out."""
+        woken = self.reader.wait()
+        self._quiet = not woken
+        if woken and self.settle_s:
             # Woken by new events while idle: most likely one job just enqueued and handed to an idle worker.
             # Reading it at once would take CPU and Redis time from that worker's start; a few ms later
             # the mirror reads it together with what follows (the lag bound is seconds, pick-up is ms).
             time.sleep(self.settle_s)
-        return n
+        return woken
 
     def drain(self, max_steps: int = 10_000) -> int:
         """Apply everything currently in the streams (tests and the benchmark); returns events applied."""

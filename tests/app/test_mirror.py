@@ -400,3 +400,38 @@ def test_a_nul_in_an_error_message_is_mirrored_as_a_replacement_character(client
     assert DeadLetter.objects.get(job_id=poisoned.id).message.endswith("bo\ufffdom")
     assert "bo\ufffdom" in Attempt.objects.get(job_id=poisoned.id).traceback
     assert "bo\x00om" in client.get(poisoned.id, history=True).history[-1].message
+
+
+def test_an_idle_mirror_waits_rather_than_reading_every_queue_and_still_sees_new_work(client, mirror, r, monkeypatch):
+    """Idle, a look (a read of every stream, a drain of every intake) that found nothing is followed by blocking
+    waits, not by more looks: a new event ends the wait at once; an intake entry written between two waits (no
+    wait sees it) is found by the look QUIET_LOOK_EVERY_S brings."""
+    from jobconsole.mirror import loop
+
+    client.enqueue("examples.echo", {})
+    client.enqueue("examples.fail", {"message": "boom"})
+    client.enqueue("examples.sleep", {"seconds": 0})
+    mirror.drain()  # every queue known, everything applied, the last wait timed out
+
+    def looks() -> int:  # mirror_read describes every stream of every queue it reads
+        return int(r.info("commandstats").get("cmdstat_xinfo|stream", {}).get("calls", 0))
+
+    r.config_resetstat()
+    until = time.monotonic() + 0.5  # 25 waits of 20 ms; within QUIET_LOOK_EVERY_S of the last look
+    steps = 0
+    while time.monotonic() < until:
+        assert mirror.step() == 0
+        steps += 1
+    assert steps >= 5 and looks() <= 3  # at most one look (3 queues), not one per step (3 per step before)
+
+    scheduled = client.enqueue("examples.echo", {"x": 1}, delay=3600)  # an event on the stream: woken at once
+    assert mirror.step() > 0 and Job.objects.get(id=scheduled.id).state == "scheduled"
+
+    monkeypatch.setattr(loop, "QUIET_LOOK_EVERY_S", 0.3)
+    mirror.step()  # a look that finds nothing; then waits
+    in_intake = client.enqueue("examples.sleep", {"seconds": 0})  # between two waits: only a look finds it
+    started = time.monotonic()
+    while not Job.objects.filter(id=in_intake.id).exists():
+        assert time.monotonic() - started < 5, "the intake entry was never looked for"
+        mirror.step()
+    assert time.monotonic() - started >= 0.1  # found by the look the interval brought, not by a wait
