@@ -63,9 +63,10 @@ chaos: bootstrap-dev
 # Jobconsole against Sidekiq, BullMQ, Huey, Dramatiq, Celery, RQ, arq and SAQ on one private Redis (peers in
 # var/bench/, Sidekiq from Debian): two runs of everything, the systems taking turns, quiet and then beside one
 # CPU-bound process; the markdown tables for docs/benchmarks.md on stdout. Then Redis's CPU per job by phase and the
-# ceiling of one queue, with a backlog and with a queue that keeps up (bench/redis_cost.py, REDIS_COST_ARGS).
+# ceiling of one queue, with a backlog, with a queue that keeps up and with no work at all (bench/redis_cost.py,
+# REDIS_COST_ARGS).
 BENCH_ARGS ?= --repeat 2 --contended
-REDIS_COST_ARGS ?= --jobs 10000 --steady 1000
+REDIS_COST_ARGS ?= --jobs 10000 --steady 1000 --idle 10
 # The jobconsole+pg row runs on BENCH_DATABASE_URL; unset, on a database of its own (jobconsole_bench, made here)
 # when a PostgreSQL answers on 127.0.0.1:5432, else the row is skipped. That database is flushed every run.
 bench: bootstrap-dev
