@@ -96,14 +96,15 @@ PEERS: dict[str, PeerSpec] = {
     "jobconsole-engine": PeerSpec(
         JC_PYTHON, adapter="jobconsole", env=jc_env("engine"), label="Jobconsole engine alone (`--no-mirror`)"
     ),
-    # A lone `runworker` (its mirror in a thread): why the Procfile has a mirror process. No worker runs while
-    # jobs are enqueued, so its enqueue rates would be the engine's.
+    # A lone `runworker` as a user types it: its supervisor runs the mirror in a child process (a thread before
+    # issue 31; the row keeps its name). No worker runs while jobs are enqueued, so its enqueue rates would be the
+    # engine's.
     "jobconsole+thread": PeerSpec(
         JC_PYTHON,
         adapter="jobconsole",
         env=jc_env("thread"),
         plan=(("throughput", 1), ("throughput", 2), ("latency", 1)),
-        label="Jobconsole, a lone `runworker` (mirror thread)",
+        label="Jobconsole, a lone `runworker` (its mirror process)",
     ),
     # Sidekiq and BullMQ (issue 31): Ruby and Node, their producers and workers in their own language; the adapter
     # that drives them runs in the project's venv (it needs redis-py only).

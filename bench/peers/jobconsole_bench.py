@@ -8,8 +8,9 @@ JOBCONSOLE_BENCH_VARIANT picks what runs beside Redis (run_peers.py names the ro
   command (one ``manage.py runmirror``), both read from the Procfile at run time, on a fresh database: a new SQLite
   file under var/bench/jobconsole, or JOBCONSOLE_BENCH_DATABASE_URL (row ``jobconsole+pg``), migrated and flushed.
 - ``engine`` (row ``jobconsole-engine``): the Procfile's worker with ``--no-mirror``, no mirror anywhere.
-- ``thread`` (row ``jobconsole+thread``): a plain ``manage.py runworker --queues bench`` with the mirror in a thread
-  of the worker (JOBCONSOLE_MIRROR_IN_WORKER=1): what a lone runworker does.
+- ``thread`` (row ``jobconsole+thread``, named when the mirror was a thread): a plain ``manage.py runworker --queues
+  bench`` with JOBCONSOLE_MIRROR_IN_WORKER=1, what a lone runworker does: its supervisor runs the mirror in a child
+  process.
 
 A row can also be given as command lines (run_peers.py --jc-row): JOBCONSOLE_BENCH_WORKER_CMD, a ``manage.py ...``
 command line (``--queues bench`` appended; with ``{processes}`` in it, one such command runs N processes, else N
@@ -303,7 +304,7 @@ def config(workers: int) -> dict[str, Any]:
     if mirror:
         where = f"one process: {display(mirror)} (the Procfile's mirror:), running for the whole measurement"
     elif HAS_MIRROR:
-        where = "a thread of each worker (one leader overall)"
+        where = "in each runworker: a child process of its supervisor, a thread in a one-off run (one leader overall)"
     else:
         where = "none (--no-mirror; the event stream is still written)"
     return {
